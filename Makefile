@@ -1,0 +1,44 @@
+# Two commands do everything, each setting itself up on a fresh machine:
+#   make train   train the stage-5 GPT on the built-in corpus
+#   make test    run the whole test suite (ruff included)
+# Both create .venv and install the project into it the first time.
+
+PYTHON ?= python3
+# A pinned torch first: on CPU-only machines this takes the small CPU wheel, and the
+# project's own open requirement (torch>=2.2) is then already satisfied.
+TORCH ?= torch==2.13.0
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: train test docs docs-serve docs-figures bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
+	touch $(STAMP)
+
+train: $(STAMP)
+	$(BIN)/python -m stage5_gpt.train
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-figures: $(STAMP)
+	$(BIN)/python tools/gen_docs.py
+
+bench: $(STAMP)
+	$(BIN)/python tools/bench.py
+
+clean:
+	rm -rf $(VENV) out site .pytest_cache .ruff_cache
