@@ -35,6 +35,8 @@ class LanguageModel(nn.Module):
         super().__init__()
         self.config = config
         self.token_embedding_table = nn.Embedding(config.vocab_size, config.vocab_size)
+        # Small weights -> near-uniform first guesses -> initial loss close to ln(vocab_size).
+        nn.init.normal_(self.token_embedding_table.weight, mean=0.0, std=0.02)
 
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None

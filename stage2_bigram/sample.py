@@ -1,6 +1,6 @@
-"""python -m stage2_bigram.sample: generate text from a trained checkpoint.
+"""Generate text from a trained checkpoint: python -m <stage>.sample
 
->>> # python -m stage2_bigram.sample --prompt "The " --tokens 100 --temperature 0.8
+Example: python -m <stage>.sample --prompt "The " --tokens 100 --temperature 0.8
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from pathlib import Path
 import torch
 
 from .checkpoint import load_model
+from .cli import non_negative_int, pick_device, positive_int
 from .errors import UserError
-from .train import non_negative_int, pick_device, positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.sample",
-        description=__doc__.splitlines()[0].split(": ", 1)[1],
+        description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "ckpt.pt", help="checkpoint to load")

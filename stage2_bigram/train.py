@@ -1,4 +1,4 @@
-"""python -m stage2_bigram.train: train the model of this stage and save it.
+"""Train this stage's model and save it: python -m <stage>.train
 
 Loads the corpus, trains with AdamW, prints train/val loss estimates, and writes
 to --out-dir a checkpoint (ckpt.pt), the loss curve (loss.png) and the final
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -18,48 +17,17 @@ import torch
 from tqdm import tqdm
 
 from .checkpoint import save_checkpoint
+from .cli import non_negative_int, pick_device, positive_float, positive_int
 from .data import DATA_HELP, Corpus, check_length, get_batch
 from .errors import UserError
 from .model import LanguageModel, ModelConfig
 from .plots import plot_losses
 
 
-def positive_int(s: str) -> int:
-    v = int(s)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {s}")
-    return v
-
-
-def non_negative_int(s: str) -> int:
-    v = int(s)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 0, got {s}")
-    return v
-
-
-def positive_float(s: str) -> float:
-    v = float(s)
-    if not v > 0 or math.isinf(v):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {s}")
-    return v
-
-
-def pick_device(name: str) -> str:
-    """'auto' -> cuda if present, else mps (Apple silicon), else cpu."""
-    if name != "auto":
-        return name
-    if torch.cuda.is_available():
-        return "cuda"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.train",
-        description=__doc__.splitlines()[0].split(": ", 1)[1],
+        description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     g = p.add_argument_group("data")
