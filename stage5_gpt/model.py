@@ -1,0 +1,267 @@
+"""The GPT: a stack of Transformer blocks, initialised and wired the way GPT-2 is.
+
+Stage 4 built the block. What turns a stack of blocks into a GPT:
+a final LayerNorm before the output head, a careful initialisation (N(0, 0.02),
+with the residual projections scaled down by sqrt(2 * n_layer) so the residual
+stream does not grow with depth), optional weight tying between the token
+embedding and the output head, and a fast attention kernel
+(``scaled_dot_product_attention``) with the explicit stage-4 math kept for
+when we want to look inside.
+
+>>> model = GPT(GPTConfig(vocab_size=5, block_size=4, n_layer=1, n_head=2, n_embd=8))
+>>> logits, loss = model(torch.zeros(2, 3, dtype=torch.long))
+>>> tuple(logits.shape), loss
+((2, 3, 5), None)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from .errors import UserError
+
+ACTIVATIONS = ("relu", "gelu")
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int
+    block_size: int = 64  # T_max: the longest context the model can see
+    n_layer: int = 4  # Transformer blocks
+    n_head: int = 4  # heads per block; each has head_size = n_embd // n_head
+    n_embd: int = 128  # C: width of the residual stream
+    dropout: float = 0.0  # probability of zeroing activations during training
+    bias: bool = True  # biases in projections, feed-forward and LayerNorm (q, k, v never)
+    activation: str = "gelu"  # feed-forward non-linearity: relu or gelu
+    tie_weights: bool = False  # share the token embedding with the output head
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.n_embd % self.n_head != 0:
+            raise UserError(
+                f"n_embd={self.n_embd} is not divisible by n_head={self.n_head}: every head "
+                f"gets n_embd // n_head dimensions. Pick e.g. n_head in "
+                f"{[h for h in range(1, self.n_embd + 1) if self.n_embd % h == 0][:8]}."
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.activation not in ACTIVATIONS:
+            raise UserError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                            f"got {self.activation!r}")
+
+
+# --8<-- [start:attention]
+class CausalSelfAttention(nn.Module):
+    """All heads at once. Fast path: one fused kernel. Explicit path: the stage-4 math."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        C = config.n_embd
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(C, 3 * C, bias=False)  # q, k, v for all heads at once
+        self.c_proj = nn.Linear(C, C, bias=config.bias)
+        self.dropout = config.dropout
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.register_buffer("tril", torch.tril(torch.ones(config.block_size, config.block_size)),
+                             persistent=False)
+
+    def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
+        B, T, C = x.shape
+        nh, hs = self.n_head, C // self.n_head
+        q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
+        q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, nh, hs).transpose(1, 2)
+        v = v.view(B, T, nh, hs).transpose(1, 2)
+        if trace is None:
+            # Fused kernel: never materialises the (T, T) matrix, so faster and leaner.
+            y = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        else:
+            scores = q @ k.transpose(-2, -1)  # (B, nh, T, T)
+            scaled = scores / math.sqrt(hs)
+            masked = scaled.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
+            weights = F.softmax(masked, dim=-1)
+            y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
+            trace.update(q=q, k=k, v=v, scores=scores, scaled=scaled, masked=masked,
+                         weights=weights, heads_out=y)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side: (B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+# --8<-- [end:attention]
+
+
+# --8<-- [start:mlp]
+class MLP(nn.Module):
+    """Position-wise feed-forward: C -> 4C -> C."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        C = config.n_embd
+        self.c_fc = nn.Linear(C, 4 * C, bias=config.bias)
+        self.act = nn.GELU() if config.activation == "gelu" else nn.ReLU()
+        self.c_proj = nn.Linear(4 * C, C, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # (B, T, C)
+# --8<-- [end:mlp]
+
+
+# --8<-- [start:block]
+class Block(nn.Module):
+    """Pre-LayerNorm Transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), trace)  # (B, T, C)
+        x = x + self.mlp(self.ln_2(x))
+        return x
+# --8<-- [end:block]
+
+
+# --8<-- [start:gpt]
+class GPT(nn.Module):
+    """Embeddings -> n_layer blocks -> final LayerNorm -> lm_head."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embeddings
+            wpe=nn.Embedding(config.block_size, config.n_embd),  # position embeddings
+            drop=nn.Dropout(config.dropout),
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
+        ))
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias)
+        if config.tie_weights:
+            # One (V, C) matrix both reads tokens in and scores them out.
+            self.lm_head.weight = self.transformer.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                # Each block adds two outputs to the residual stream: keep its variance flat.
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, trace: list | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``trace``: pass a list to take the explicit path; it receives one dict per layer."""
+        B, T = idx.shape
+        if T > self.config.block_size:
+            raise UserError(
+                f"sequence of {T} tokens is longer than block_size={self.config.block_size}; "
+                "crop it to the last block_size tokens (generate() does this for you)."
+            )
+        pos = torch.arange(T, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
+        x = self.transformer.drop(x)
+        for block in self.transformer.h:
+            layer = None if trace is None else {}
+            x = block(x, layer)
+            if layer is not None:
+                layer["resid"] = x  # the residual stream after this block, (B, T, C)
+                trace.append(layer)
+        x = self.transformer.ln_f(x)
+        logits = self.lm_head(x)  # (B, T, vocab_size)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
+        return logits, loss
+# --8<-- [end:gpt]
+
+    def param_breakdown(self) -> dict[str, int]:
+        """Parameter counts by part; a tied head counts only its bias."""
+        t = self.transformer
+        count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+        parts = {
+            "token embedding": count(t.wte),
+            "position embedding": count(t.wpe),
+            "blocks": count(t.h),
+            "final norm": count(t.ln_f),
+            "lm_head": sum(p.numel() for n, p in self.lm_head.named_parameters()
+                           if not (self.config.tie_weights and n == "weight")),
+        }
+        parts["total"] = sum(parts.values())
+        assert parts["total"] == sum(p.numel() for p in self.parameters())
+        return parts
+
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:
+        """Attention weights for ``idx``: (B, n_layer, n_head, T, T), via the explicit path."""
+        trace: list[dict] = []
+        self(idx, trace=trace)
+        return torch.stack([layer["weights"] for layer in trace], dim=1)
+
+    # --8<-- [start:generate]
+    @torch.no_grad()
+    def stream(
+        self,
+        idx: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ):
+        """Yield each new token (B, 1) as soon as it is sampled."""
+        for _ in range(max_new_tokens):
+            idx_cond = idx[:, -self.config.block_size :]  # the model sees at most block_size
+            logits, _ = self(idx_cond)  # (B, T, V)
+            idx_next = sample_next(logits[:, -1, :], temperature, top_k, generator)  # (B, 1)
+            idx = torch.cat((idx, idx_next), dim=1)
+            yield idx_next
+
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None
+                 ) -> torch.Tensor:
+        """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens."""
+        new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator))
+        return torch.cat([idx, *new], dim=1)
+    # --8<-- [end:generate]
+
+
+# --8<-- [start:sample_next]
+def sample_next(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """(B, V) logits -> (B, 1) next ids.
+
+    temperature 0 means greedy (always the most likely token); higher values
+    flatten the distribution. top_k keeps only the k most likely tokens.
+    """
+    if temperature < 0:
+        raise UserError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise UserError(f"top_k must be at least 1, got {top_k}")
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = F.softmax(logits, dim=-1)  # (B, V)
+    return torch.multinomial(probs, num_samples=1, generator=generator)
+# --8<-- [end:sample_next]
