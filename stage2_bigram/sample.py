@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# --8<-- [start:generate_text]
 def generate_text(args: argparse.Namespace) -> str:
     if args.temperature < 0:
         raise UserError(f"--temperature must be >= 0 (0 means greedy), got {args.temperature}")
@@ -43,6 +44,7 @@ def generate_text(args: argparse.Namespace) -> str:
     out = model.generate(idx, args.tokens, args.temperature, args.top_k,
                          generator=torch.Generator(device).manual_seed(args.seed))
     return tokenizer.decode(out[0].tolist())
+# --8<-- [end:generate_text]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,6 +26,7 @@ from .errors import UserError
 POSITIONS = ("learned", "sinusoidal", "none")
 
 
+# --8<-- [start:config]
 @dataclass
 class ModelConfig:
     vocab_size: int
@@ -39,6 +40,7 @@ class ModelConfig:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.pos not in POSITIONS:
             raise UserError(f"pos must be one of {', '.join(POSITIONS)}, got {self.pos!r}")
+# --8<-- [end:config]
 
 
 # --8<-- [start:sinusoidal]
@@ -87,6 +89,7 @@ class Head(nn.Module):
 class LanguageModel(nn.Module):
     """Token + position embeddings -> one causal attention head -> logits."""
 
+    # --8<-- [start:init]
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -108,7 +111,9 @@ class LanguageModel(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
+    # --8<-- [end:init]
 
+    # --8<-- [start:positions]
     def positions(self, T: int, device: torch.device) -> torch.Tensor:
         """(T, C) position vectors, or zeros when the model is told nothing about order."""
         if self.config.pos == "learned":
@@ -116,7 +121,9 @@ class LanguageModel(nn.Module):
         if self.config.pos == "sinusoidal":
             return self.position_table[:T]
         return torch.zeros(T, self.config.n_embd, device=device)
+    # --8<-- [end:positions]
 
+    # --8<-- [start:forward]
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -136,6 +143,7 @@ class LanguageModel(nn.Module):
         # cross_entropy wants (N, V) scores and (N,) class ids: flatten batch and time.
         loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))
         return logits, loss
+    # --8<-- [end:forward]
 # --8<-- [end:model]
 
     def attention_maps(self) -> torch.Tensor:

@@ -31,6 +31,7 @@ FORMAT = "char-tokenizer"
 class CharTokenizer:
     """Maps characters to integer ids and back."""
 
+    # --8<-- [start:vocab]
     def __init__(self, chars: Iterable[str]):
         chars = list(chars)
         if not chars:
@@ -50,7 +51,9 @@ class CharTokenizer:
     @property
     def vocab_size(self) -> int:
         return len(self.chars)
+    # --8<-- [end:vocab]
 
+    # --8<-- [start:encode]
     def encode(self, text: str) -> list[int]:
         """Text -> list of ids. Raises ``UserError`` naming every unknown character."""
         try:
@@ -65,7 +68,9 @@ class CharTokenizer:
                 f"{shown}{more}. Use only characters that occur in the training text, "
                 "or retrain on text that contains them."
             ) from None
+    # --8<-- [end:encode]
 
+    # --8<-- [start:decode]
     def decode(self, ids: Iterable[int]) -> str:
         """List of ids -> text."""
         ids = [int(i) for i in ids]
@@ -73,6 +78,7 @@ class CharTokenizer:
         if bad:
             raise UserError(f"token ids {bad[:10]} are outside 0..{self.vocab_size - 1}")
         return "".join(self.itos[i] for i in ids)
+    # --8<-- [end:decode]
 
     # JSON, not pickle: a vocabulary file is data anybody can read and trust.
     def to_dict(self) -> dict:
@@ -82,6 +88,8 @@ class CharTokenizer:
     def from_dict(cls, d: object) -> CharTokenizer:
         if not isinstance(d, dict) or d.get("format") != FORMAT or "chars" not in d:
             raise UserError(f"not a {FORMAT} vocabulary (expected keys 'format' and 'chars')")
+        if not isinstance(d["chars"], list):
+            raise UserError(f"'chars' of a {FORMAT} vocabulary must be a list of characters")
         return cls(d["chars"])
 
     def save(self, path: str | Path) -> None:

@@ -2,7 +2,8 @@
 
 Loads the corpus, trains with AdamW, prints train/val loss estimates, and writes
 to --out-dir a checkpoint (ckpt.pt), the loss curve (loss.png), the attention
-heatmap (attention.png) and the final figures (metrics.json). Ctrl-C stops early and still saves a usable checkpoint.
+heatmap (attention.png) and the final figures (metrics.json). Ctrl-C stops early
+and still saves a usable checkpoint.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("training")
     g.add_argument("--max-iters", type=non_negative_int, default=5000, help="optimizer steps")
     g.add_argument("--batch-size", type=positive_int, default=32, help="B: windows per step")
-    g.add_argument("--lr", type=positive_float, default=1e-3, help="AdamW learning rate")
+    g.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate")
     g.add_argument("--eval-interval", type=positive_int, default=500, help="steps between loss estimates")
     g.add_argument("--eval-iters", type=positive_int, default=50, help="batches per loss estimate")
     g.add_argument("--seed", type=int, default=1337, help="seeds weights, batches and samples")
@@ -57,6 +58,7 @@ def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
                        pos=args.pos)
 
 
+# --8<-- [start:estimate_loss]
 @torch.no_grad()
 def estimate_loss(model: LanguageModel, splits: dict[str, torch.Tensor], args: argparse.Namespace,
                   device: str) -> dict[str, float]:
@@ -70,6 +72,7 @@ def estimate_loss(model: LanguageModel, splits: dict[str, torch.Tensor], args: a
         out[name] = sum(losses) / len(losses)
     model.train()
     return out
+# --8<-- [end:estimate_loss]
 
 
 def sample_text(model: LanguageModel, corpus: Corpus, n: int, seed: int, device: str) -> str:
@@ -91,6 +94,7 @@ def train(args: argparse.Namespace) -> dict:
           f"train {len(corpus.train):,} / val {len(corpus.val):,} tokens, device {device}")
     print(f"sample before training:\n{sample_text(model, corpus, args.sample_tokens, args.seed, device)}\n")
 
+    # --8<-- [start:train_loop]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     splits = {"train": corpus.train, "val": corpus.val}
     batches = torch.Generator().manual_seed(args.seed)
@@ -115,6 +119,7 @@ def train(args: argparse.Namespace) -> dict:
     finally:
         bar.close()
     wall = time.time() - t0
+    # --8<-- [end:train_loop]
 
     losses = estimate_loss(model, splits, args, device)
     history.append({"step": step, **losses})

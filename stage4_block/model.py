@@ -160,6 +160,7 @@ class CausalSelfAttention(nn.Module):
 # --8<-- [end:batched]
 
 
+# --8<-- [start:copy_heads]
 def copy_heads_into_batched(mha: MultiHeadAttention, csa: CausalSelfAttention) -> None:
     """Load form 1's weights into form 2, showing where each head lives in c_attn.
 
@@ -171,6 +172,7 @@ def copy_heads_into_batched(mha: MultiHeadAttention, csa: CausalSelfAttention) -
         v = torch.cat([h.value.weight for h in mha.heads], dim=0)
         csa.c_attn.weight.copy_(torch.cat([q, k, v], dim=0))  # (3C, C)
         csa.c_proj.load_state_dict(mha.proj.state_dict())
+# --8<-- [end:copy_heads]
 
 
 # --8<-- [start:ffwd]

@@ -2,7 +2,8 @@
 
 Loads the corpus, trains with AdamW, prints train/val loss estimates, and writes
 to --out-dir a checkpoint (ckpt.pt), the loss curve (loss.png), the attention
-heatmap (attention.png) and the final figures (metrics.json). Ctrl-C stops early and still saves a usable checkpoint.
+heatmap (attention.png) and the final figures (metrics.json). Ctrl-C stops early
+and still saves a usable checkpoint.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
                        activation=args.activation, norm=args.norm, attention=args.attention)
 
 
+# --8<-- [start:estimate_loss]
 @torch.no_grad()
 def estimate_loss(model: LanguageModel, splits: dict[str, torch.Tensor], args: argparse.Namespace,
                   device: str) -> dict[str, float]:
@@ -77,6 +79,7 @@ def estimate_loss(model: LanguageModel, splits: dict[str, torch.Tensor], args: a
         out[name] = sum(losses) / len(losses)
     model.train()
     return out
+# --8<-- [end:estimate_loss]
 
 
 def sample_text(model: LanguageModel, corpus: Corpus, n: int, seed: int, device: str) -> str:
@@ -98,6 +101,7 @@ def train(args: argparse.Namespace) -> dict:
           f"train {len(corpus.train):,} / val {len(corpus.val):,} tokens, device {device}")
     print(f"sample before training:\n{sample_text(model, corpus, args.sample_tokens, args.seed, device)}\n")
 
+    # --8<-- [start:train_loop]
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     splits = {"train": corpus.train, "val": corpus.val}
     batches = torch.Generator().manual_seed(args.seed)
@@ -122,6 +126,7 @@ def train(args: argparse.Namespace) -> dict:
     finally:
         bar.close()
     wall = time.time() - t0
+    # --8<-- [end:train_loop]
 
     losses = estimate_loss(model, splits, args, device)
     history.append({"step": step, **losses})

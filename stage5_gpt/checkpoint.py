@@ -9,7 +9,6 @@ to stage 3 gets a clear message instead of a wall of missing-key errors.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
@@ -38,13 +37,14 @@ def save_checkpoint(path: str | Path, model: GPT, tokenizer: CharTokenizer,
         **extra,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    os.close(fd)
+    # A name of our own (not tempfile.mkstemp, which makes the file private to us):
+    # the checkpoint gets the usual permissions.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         torch.save(payload, tmp)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
@@ -77,8 +77,8 @@ def load_model(path: str | Path, device: str | torch.device = "cpu"
                ) -> tuple[GPT, CharTokenizer, dict]:
     """Checkpoint file -> (model in eval mode, its tokenizer, the raw checkpoint)."""
     ckpt = load_checkpoint(path, map_location=device)
-    tokenizer = CharTokenizer(ckpt["vocab"])
     try:
+        tokenizer = CharTokenizer(ckpt["vocab"])
         config = GPTConfig(**ckpt["config"])
         if config.vocab_size != tokenizer.vocab_size:
             raise ValueError(f"config vocab_size {config.vocab_size} != {tokenizer.vocab_size}")

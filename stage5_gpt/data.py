@@ -20,8 +20,8 @@ The pipeline every later stage reuses::
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -58,12 +58,12 @@ def download(url: str, dest: Path, sha256: str) -> Path:
     A half-finished download never appears under ``dest``: we write to a temporary
     file in the same folder and rename it only after the checksum matched.
     """
-    if dest.exists() and _sha256(dest.read_bytes()) == sha256:
+    if dest.is_file() and _sha256(dest.read_bytes()) == sha256:
         return dest
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
             payload = response.read()
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         raise UserError(
             f"could not download {url} ({e}). Are you offline? Download the file by hand "
             "and pass its path with --data PATH, or use a built-in corpus: --data en / --data zh."
@@ -74,14 +74,21 @@ def download(url: str, dest: Path, sha256: str) -> Path:
             f"the download from {url} has sha256 {got}, expected {sha256}; "
             "the file was not saved. Try again later, or pass a local copy with --data PATH."
         )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name + ".", suffix=".part")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(
+            f"cannot create the cache folder {dest.parent} ({e}). Set GPT_STAGES_CACHE to a "
+            "writable folder, or pass a local copy with --data PATH."
+        ) from None
+    # A name of our own (not tempfile.mkstemp, which makes the file private to us):
+    # the cached file gets the usual permissions.
+    tmp = dest.with_name(f"{dest.name}.{os.getpid()}.part")
+    try:
+        tmp.write_bytes(payload)
         os.replace(tmp, dest)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return dest
 
@@ -99,12 +106,16 @@ def resolve(source: str) -> Path:
     return Path(source)
 
 
+# --8<-- [start:load_text]
 def load_text(source: str = "en") -> str:
     """Read a corpus as text. Bad files raise ``UserError`` saying what to do."""
     path = resolve(source)
     if not path.is_file():
         raise UserError(f"no such file: {path}. --data takes {DATA_HELP}.")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -116,8 +127,10 @@ def load_text(source: str = "en") -> str:
     if not text.strip():
         raise UserError(f"{path} is empty: there is nothing to learn from.")
     return text
+# --8<-- [end:load_text]
 
 
+# --8<-- [start:split]
 def split(data: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
     """First (1 - val_fraction) of the tokens for training, the rest for validation.
 
@@ -127,8 +140,10 @@ def split(data: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, 
         raise UserError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
     n = int(len(data) * (1.0 - val_fraction))
     return data[:n], data[n:]
+# --8<-- [end:split]
 
 
+# --8<-- [start:check_length]
 def check_length(data: torch.Tensor, block_size: int, name: str = "data") -> None:
     """A (block_size + 1)-token window must fit: block_size inputs plus one target."""
     if block_size < 1:
@@ -139,8 +154,10 @@ def check_length(data: torch.Tensor, block_size: int, name: str = "data") -> Non
             f"least {block_size + 1}. Use a longer text, a smaller --block-size, or a "
             "different --val-fraction."
         )
+# --8<-- [end:check_length]
 
 
+# --8<-- [start:get_batch]
 def get_batch(
     data: torch.Tensor,
     batch_size: int,
@@ -160,8 +177,10 @@ def get_batch(
     x = torch.stack([data[i : i + block_size] for i in ix])  # (B, T)
     y = torch.stack([data[i + 1 : i + block_size + 1] for i in ix])  # (B, T)
     return x.to(device), y.to(device)
+# --8<-- [end:get_batch]
 
 
+# --8<-- [start:dataset]
 class CharDataset(Dataset):
     """The same (x, y) windows as ``get_batch``, for a ``torch.utils.data.DataLoader``.
 
@@ -181,8 +200,10 @@ class CharDataset(Dataset):
             raise IndexError(f"window {i} out of range 0..{len(self) - 1}")
         chunk = self.data[i : i + self.block_size + 1]
         return chunk[:-1], chunk[1:]
+# --8<-- [end:dataset]
 
 
+# --8<-- [start:pad]
 def pad_sequences(
     seqs: list[list[int]], pad_id: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,8 +225,10 @@ def pad_sequences(
         padded[b, : len(s)] = torch.as_tensor(s, dtype=torch.long)
         mask[b, : len(s)] = True
     return padded, mask
+# --8<-- [end:pad]
 
 
+# --8<-- [start:attention_mask]
 def attention_mask(mask: torch.Tensor, causal: bool = True) -> torch.Tensor:
     """(B, T) padding mask -> (B, T, T) mask of which keys each query may attend to.
 
@@ -221,8 +244,10 @@ def attention_mask(mask: torch.Tensor, causal: bool = True) -> torch.Tensor:
     if causal:
         allowed = allowed & torch.ones(T, T, dtype=torch.bool).tril()
     return allowed
+# --8<-- [end:attention_mask]
 
 
+# --8<-- [start:corpus]
 @dataclass
 class Corpus:
     """A text, its tokenizer and its train/val split, ready for training."""
@@ -243,3 +268,4 @@ class Corpus:
         data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
         train, val = split(data, val_fraction)
         return cls(source, text, tokenizer, train, val)
+# --8<-- [end:corpus]

@@ -147,6 +147,7 @@ class GPT(nn.Module):
             ln_f=nn.LayerNorm(config.n_embd, bias=config.bias),
         ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=config.bias)
+        # --8<-- [start:init]
         if config.tie_weights:
             # One (V, C) matrix both reads tokens in and scores them out.
             self.lm_head.weight = self.transformer.wte.weight
@@ -155,6 +156,7 @@ class GPT(nn.Module):
             if name.endswith("c_proj.weight"):
                 # Each block adds two outputs to the residual stream: keep its variance flat.
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+        # --8<-- [end:init]
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -190,6 +192,7 @@ class GPT(nn.Module):
         return logits, loss
 # --8<-- [end:gpt]
 
+    # --8<-- [start:param_breakdown]
     def param_breakdown(self) -> dict[str, int]:
         """Parameter counts by part; a tied head counts only its bias."""
         t = self.transformer
@@ -205,6 +208,7 @@ class GPT(nn.Module):
         parts["total"] = sum(parts.values())
         assert parts["total"] == sum(p.numel() for p in self.parameters())
         return parts
+    # --8<-- [end:param_breakdown]
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# --8<-- [start:stream]
 def generate_text(args: argparse.Namespace, out=sys.stdout) -> str:
     """Sample and stream each character to ``out`` as soon as it exists."""
     if args.temperature < 0:
@@ -51,6 +52,7 @@ def generate_text(args: argparse.Namespace, out=sys.stdout) -> str:
         out.flush()
     out.write("\n")
     return "".join(pieces)
+# --8<-- [end:stream]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -131,6 +131,7 @@ def sample_text(model: GPT, tokenizer: CharTokenizer, n: int, seed: int, device:
     return tokenizer.decode(out[0, 1:].tolist())
 
 
+# --8<-- [start:rng]
 def rng_state(batches: torch.Generator) -> dict:
     state = {"torch": torch.get_rng_state(), "batches": batches.get_state()}
     if torch.cuda.is_available():
@@ -143,8 +144,10 @@ def restore_rng(state: dict, batches: torch.Generator) -> None:
     batches.set_state(state["batches"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+# --8<-- [end:rng]
 
 
+# --8<-- [start:stopflag]
 class StopFlag:
     """Ctrl-C sets a flag; the loop stops at the next step boundary, so the saved
     model and optimizer are always a consistent, resumable pair."""
@@ -163,6 +166,7 @@ class StopFlag:
 
     def __exit__(self, *exc):
         signal.signal(signal.SIGINT, self.previous)
+# --8<-- [end:stopflag]
 
 
 def train(args: argparse.Namespace) -> dict:
@@ -187,12 +191,14 @@ def train(args: argparse.Namespace) -> dict:
     optimizer = make_optimizer(model, args)
     batches = torch.Generator().manual_seed(args.seed)
     history, best_val, start = [], float("inf"), 0
+    # --8<-- [start:resume]
     if resume:
         model.load_state_dict(resume["model"])
         optimizer.load_state_dict(resume["optimizer"])
         restore_rng(resume["rng"], batches)
         history, best_val, start = resume["history"], resume["best_val"], resume["step"]
         print(f"resuming from {ckpt_path} at step {start} (best val {best_val:.4f})")
+    # --8<-- [end:resume]
 
     parts = model.param_breakdown()
     print(f"{__package__}: {parts['total']:,} parameters, vocab {corpus.tokenizer.vocab_size}, "
@@ -211,6 +217,7 @@ def train(args: argparse.Namespace) -> dict:
     log = (out / "log.jsonl").open("a" if resume else "w", encoding="utf-8")
     saved_args = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
 
+    # --8<-- [start:checkpoints]
     def save(path: Path, step: int) -> Path:
         return save_checkpoint(path, model, corpus.tokenizer, step, optimizer=optimizer.state_dict(),
                                rng=rng_state(batches), history=history, best_val=best_val,
@@ -228,7 +235,9 @@ def train(args: argparse.Namespace) -> dict:
             save(out / "best.pt", step)
         save(ckpt_path, step)
         return losses
+    # --8<-- [end:checkpoints]
 
+    # --8<-- [start:train_loop]
     step, t0, tokens_per_step = start, time.time(), args.batch_size * args.block_size
     bar = tqdm(range(start, args.max_iters), desc="training", unit="step", dynamic_ncols=True)
     with StopFlag() as flag, log:
@@ -265,6 +274,7 @@ def train(args: argparse.Namespace) -> dict:
         bar.close()
         wall = time.time() - t0
         losses = evaluate(step)
+    # --8<-- [end:train_loop]
     print(f"step {step:5d}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f} "
           f"(best {best_val:.4f}, {wall:.1f} s)")
 

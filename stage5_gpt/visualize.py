@@ -1,25 +1,39 @@
-"""Draw where the trained model attends: python -m <stage>.visualize
+"""Look inside a trained GPT with figures: python -m <stage>.visualize
 
-Runs a prompt through a checkpoint and writes a heatmap per attention head:
-row i shows how much the prediction after character i draws on each earlier
-character j. Everything above the diagonal is 0 (the causal mask).
+Writes, into a ``figures/`` folder beside the checkpoint:
+
+- attention_grid.png: every layer x head attending over one prompt, one shared
+  0..1 colour scale (row i: how much the prediction after character i draws on
+  each earlier character j; above the diagonal is 0, the causal mask);
+- attention_layer{i}.png: the same, one file per layer;
+- loss.png: train and val loss from log.jsonl;
+- position_similarity.png: how alike the learned position embeddings are;
+- layer_predictions.png: the "logit lens": what the model would predict if it
+  stopped after each block, so we see the prediction sharpen layer by layer.
+
+Every figure is a function that returns the PNG's path, so the docs can call
+them too.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import torch
+from torch.nn import functional as F
 
 from .checkpoint import load_model
 from .cli import pick_device
 from .data import load_text, split
 from .errors import UserError
 from .model import GPT
-from .plots import plot_attention
+from .plots import plot_attention, plot_losses, plt, token_label, use_cjk_font  # plt: Agg
 from .tokenizer import CharTokenizer
+
+DEFAULT_CKPT = Path("out") / __package__ / "best.pt"
 
 
 def default_prompt(text: str, length: int) -> str:
@@ -31,10 +45,8 @@ def default_prompt(text: str, length: int) -> str:
     return line
 
 
-@torch.no_grad()
-def attention_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
-                     path: str | Path) -> Path:
-    """Forward ``prompt`` once and plot every head's attention weights."""
+def encode_prompt(model: GPT, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
+    """Check ``prompt`` fits the model and turn it into a (1, T) batch on the model's device."""
     block_size = model.config.block_size
     if not prompt:
         raise UserError("the prompt is empty; give at least one character")
@@ -44,8 +56,26 @@ def attention_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
             f"block_size={block_size}; use a shorter --prompt."
         )
     device = next(model.parameters()).device
+    return torch.tensor([tokenizer.encode(prompt)], device=device)  # (1, T)
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# --- attention ---------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def attention_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
+                     path: str | Path) -> Path:
+    """Forward ``prompt`` once and plot every head of every layer in one grid."""
+    idx = encode_prompt(model, tokenizer, prompt)
     model.eval()
-    idx = torch.tensor([tokenizer.encode(prompt)], device=device)
     maps = model.attention_maps(idx)[0]  # (n_layer, n_head, T, T)
     L, H = maps.shape[:2]
     return plot_attention(
@@ -55,27 +85,240 @@ def attention_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
     )
 
 
+@torch.no_grad()
+def attention_layer_figures(model: GPT, tokenizer: CharTokenizer, prompt: str,
+                            out_dir: str | Path) -> list[Path]:
+    """One PNG per layer, its heads side by side: ``out_dir/attention_layer{i}.png``."""
+    idx = encode_prompt(model, tokenizer, prompt)
+    model.eval()
+    maps = model.attention_maps(idx)[0]  # (n_layer, n_head, T, T)
+    L, H = maps.shape[:2]
+    return [
+        plot_attention(maps[i : i + 1], list(prompt), Path(out_dir) / f"attention_layer{i}.png",
+                       title=f"{__package__}: layer {i} of {L}, attention for {prompt!r}",
+                       row_names=[f"layer {i}"], col_names=[f"head {j}" for j in range(H)])
+        for i in range(L)
+    ]
+
+
+# --- training curves ---------------------------------------------------------------------
+
+
+def read_log(log_path: str | Path) -> list[dict]:
+    """Rows of log.jsonl (one JSON object per evaluation: step, train, val, lr, time)."""
+    log_path = Path(log_path)
+    if not log_path.is_file():
+        raise UserError(
+            f"no training log at {log_path}: loss.png is drawn from the log.jsonl that "
+            f"python -m {__package__}.train writes beside its checkpoints."
+        )
+    rows = []
+    for n, line in enumerate(log_path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            rows.append({"step": int(row["step"]), "train": float(row["train"]),
+                         "val": float(row["val"])})
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise UserError(f"{log_path} line {n} is not a log row with step/train/val: "
+                            f"{line[:80]!r}") from None
+    if not rows:
+        raise UserError(f"{log_path} is empty: train for at least one evaluation first.")
+    return rows
+
+
+def loss_figure(log_path: str | Path, path: str | Path, title: str | None = None) -> Path:
+    """Train and val loss curves from ``log_path`` (log.jsonl)."""
+    return plot_losses(read_log(log_path), path,
+                       title=title or f"{__package__}: loss during training")
+
+
+# --- position embeddings -----------------------------------------------------------------
+
+
+@torch.no_grad()
+def position_similarity(model: GPT) -> torch.Tensor:
+    """Cosine similarity of every pair of learned position embeddings: (block_size, block_size)."""
+    wpe = model.transformer.wpe.weight.detach().float().cpu()  # (block_size, C)
+    unit = F.normalize(wpe, dim=-1)
+    return unit @ unit.T
+
+
+def position_similarity_figure(model: GPT, path: str | Path) -> Path:
+    """Heatmap of ``position_similarity`` plus its average by distance |i - j|."""
+    use_cjk_font()
+    sim = position_similarity(model)
+    T = sim.shape[0]
+    # Mean similarity of positions d apart: diagonal d of the matrix.
+    by_distance = [sim.diagonal(d).mean().item() for d in range(T)]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.6), dpi=110,
+                                  gridspec_kw={"width_ratios": [1.15, 1]},
+                                  constrained_layout=True)
+    im = ax.imshow(sim.numpy(), cmap="RdBu_r", vmin=-1.0, vmax=1.0)
+    step = max(1, T // 8)
+    ax.set_xticks(range(0, T, step))
+    ax.set_yticks(range(0, T, step))
+    ax.set_xlabel("position j")
+    ax.set_ylabel("position i")
+    ax.set_title("cos(wpe[i], wpe[j])", fontsize=10)
+    fig.colorbar(im, ax=ax, shrink=0.85, label="cosine similarity")
+    ax2.plot(range(T), by_distance, marker="o", markersize=3)
+    ax2.axhline(0.0, color="grey", linewidth=0.8)
+    ax2.set_ylim(-1.05, 1.05)
+    ax2.set_xlabel("distance |i - j| between positions")
+    ax2.set_ylabel("mean cosine similarity")
+    ax2.set_title("nearby positions: similar embeddings?", fontsize=10)
+    ax2.grid(alpha=0.3)
+    fig.suptitle(f"{__package__}: learned position embeddings (block_size={T})")
+    return _save(fig, path)
+
+
+# --- logit lens: the prediction after each block -----------------------------------------
+
+
+@torch.no_grad()
+def logit_lens(model: GPT, tokenizer: CharTokenizer, prompt: str) -> dict:
+    """Read the residual stream out through ln_f and lm_head after every block.
+
+    Returns ``probs`` (n_layer + 1, T, V): row 0 reads the embeddings (no block
+    yet), row i + 1 the stream after block i; the last row is exactly the
+    model's own prediction. ``target_probs`` (n_layer + 1, T - 1) is the
+    probability given to the character that really comes next in ``prompt``,
+    ``top1`` (n_layer + 1, T) the most likely id, ``row_names`` labels the rows.
+    """
+    idx = encode_prompt(model, tokenizer, prompt)  # (1, T)
+    model.eval()
+    trace: list[dict] = []
+    model(idx, trace=trace)
+    t = model.transformer
+    pos = torch.arange(idx.shape[1], device=idx.device)
+    streams = [t.wte(idx) + t.wpe(pos)] + [layer["resid"] for layer in trace]  # each (1, T, C)
+    resid = torch.cat(streams, dim=0)  # (n_layer + 1, T, C)
+    probs = F.softmax(model.lm_head(t.ln_f(resid)), dim=-1).float().cpu()  # (L + 1, T, V)
+    ids = idx[0].cpu()
+    targets = ids[1:]  # (T - 1,) the next character at each position but the last
+    target_probs = probs[:, :-1, :].gather(
+        -1, targets.expand(probs.shape[0], -1).unsqueeze(-1)).squeeze(-1)  # (L + 1, T - 1)
+    L = len(trace)
+    return {
+        "probs": probs,
+        "target_probs": target_probs,
+        "top1": probs.argmax(dim=-1),  # (L + 1, T)
+        "ids": ids,
+        "row_names": ["embeddings"] + [f"layer {i}" for i in range(L)],
+    }
+
+
+def layer_predictions_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
+                             path: str | Path) -> Path:
+    """Heatmap: probability of the true next character, per position and per layer.
+
+    Each cell also shows the layer's top-1 guess (bold when it is right).
+    """
+    if len(prompt) < 2:
+        raise UserError("layer predictions need a prompt of at least 2 characters: the "
+                        "first one to predict from, the next one to check the guess against")
+    use_cjk_font()
+    lens = logit_lens(model, tokenizer, prompt)
+    target_probs = lens["target_probs"]  # (L + 1, T - 1)
+    rows, cols = target_probs.shape
+    top1 = lens["top1"][:, :-1]
+    labels = [token_label(c) for c in prompt]
+    fig, ax = plt.subplots(figsize=(2.2 + 0.42 * cols, 1.6 + 0.42 * rows), dpi=110,
+                           constrained_layout=True)
+    im = ax.imshow(target_probs.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    for r in range(rows):
+        for c in range(cols):
+            guess = int(top1[r, c])
+            ax.text(c, r, token_label(tokenizer.itos[guess]), ha="center", va="center",
+                    fontsize=9, color="black" if target_probs[r, c] > 0.6 else "white",
+                    fontweight="bold" if guess == int(lens["ids"][c + 1]) else "normal")
+    ax.set_xticks(range(cols), labels[:-1])
+    ax.set_xlabel("input character at each position")
+    top = ax.secondary_xaxis("top")
+    top.set_xticks(range(cols), labels[1:])
+    top.set_xlabel("actual next character")
+    ax.set_yticks(range(rows), lens["row_names"][:-1] + [f"{lens['row_names'][-1]} (output)"])
+    ax.tick_params(length=0)
+    fig.colorbar(im, ax=ax, shrink=0.9, label="p(actual next character)")
+    fig.suptitle(f"{__package__}: how the prediction sharpens layer by layer\n"
+                 "(cell text: top-1 guess, bold when right)", fontsize=10)
+    return _save(fig, path)
+
+
+# --- everything at once ------------------------------------------------------------------
+
+
+def write_figures(model: GPT, tokenizer: CharTokenizer, prompt: str, out_dir: str | Path,
+                  log_path: str | Path | None = None) -> list[Path]:
+    """Write every figure into ``out_dir``; loss.png only when ``log_path`` is given."""
+    out_dir = Path(out_dir)
+    # Fail on a bad prompt or log before drawing anything.
+    encode_prompt(model, tokenizer, prompt)
+    if len(prompt) < 2:
+        raise UserError("give a prompt of at least 2 characters: layer_predictions.png checks "
+                        "each guess against the character that follows")
+    if log_path is not None:
+        read_log(log_path)
+    paths = [attention_figure(model, tokenizer, prompt, out_dir / "attention_grid.png")]
+    paths += attention_layer_figures(model, tokenizer, prompt, out_dir)
+    if log_path is not None:
+        paths.append(loss_figure(log_path, out_dir / "loss.png"))
+    paths.append(position_similarity_figure(model, out_dir / "position_similarity.png"))
+    paths.append(layer_predictions_figure(model, tokenizer, prompt,
+                                          out_dir / "layer_predictions.png"))
+    return paths
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """best.pt if it exists, else the latest ckpt.pt in the same folder."""
+    if path.name == "best.pt" and not path.exists() and (path.parent / "ckpt.pt").exists():
+        return path.parent / "ckpt.pt"
+    return path
+
+
+def prompt_from_checkpoint(ckpt: dict, length: int) -> str:
+    """A line of held-out text from the data the checkpoint was trained on."""
+    data = ckpt.get("args", {}).get("data", "en")
+    try:
+        text = load_text(data)
+    except UserError as e:
+        raise UserError(f"cannot read the training text to pick a prompt ({e}); "
+                        "pass one with --prompt.") from None
+    return default_prompt(text, length)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.visualize",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "ckpt.pt", help="checkpoint to load")
-    p.add_argument("--prompt", default=None, help="text to look at (default: a line of held-out text)")
-    p.add_argument("--out", type=Path, default=None, help="PNG to write (default: attention.png beside the checkpoint)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to run")
+    p.add_argument("--ckpt", type=Path, default=DEFAULT_CKPT,
+                   help="checkpoint to load (best.pt falls back to ckpt.pt beside it)")
+    p.add_argument("--prompt", default=None,
+                   help="text to look at; if not given, a line of held-out training text "
+                        "cut to min(block_size, 24) characters")
+    p.add_argument("--out-dir", type=Path, default=None,
+                   help="folder for the PNGs; if not given, figures/ beside the checkpoint")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
+                   help="where to run")
     args = p.parse_args(argv)
     try:
-        model, tokenizer, ckpt = load_model(args.ckpt, pick_device(args.device))
+        ckpt_path = resolve_checkpoint(args.ckpt)
+        model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
         prompt = args.prompt
         if prompt is None:
-            prompt = default_prompt(load_text(ckpt.get("args", {}).get("data", "en")),
-                                    min(model.config.block_size, 24))
-        png = attention_figure(model, tokenizer, prompt, args.out or args.ckpt.parent / "attention.png")
+            prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 24))
+        out_dir = args.out_dir or ckpt_path.parent / "figures"
+        paths = write_figures(model, tokenizer, prompt, out_dir,
+                              log_path=ckpt_path.parent / "log.jsonl")
     except UserError as e:
         p.exit(2, f"error: {e}\n")
-    print(f"attention heatmap: {png}")
+    print(f"checkpoint: {ckpt_path}\nprompt:     {prompt!r}\nfigures in {out_dir}:")
+    for path in paths:
+        print(f"  {path}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,394 @@
+"""Stage 1: loading text, splitting, batching, padding and the downloader."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.request
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from stage1_data import data
+from stage1_data.data import (
+    CharDataset,
+    Corpus,
+    attention_mask,
+    check_length,
+    get_batch,
+    load_text,
+    pad_sequences,
+    split,
+)
+from stage1_data.errors import UserError
+from stage1_data.tokenizer import CharTokenizer
+
+# --- load_text ---------------------------------------------------------------
+
+
+def _builtin(name: str) -> str:
+    path = data.CORPUS_DIR / data.BUILTIN[name]
+    if not path.is_file():
+        pytest.skip(f"built-in corpus {path} is not written yet")
+    return load_text(name)
+
+
+def test_builtin_english_corpus():
+    text = _builtin("en")
+    assert len(text) >= 20_000
+    assert "\r" not in text and not text.startswith("\ufeff")
+    assert sum(c.isascii() for c in text) / len(text) > 0.95
+
+
+def test_builtin_chinese_corpus():
+    text = _builtin("zh")
+    assert len(text) >= 20_000
+    assert len(set(text)) <= 400  # small enough vocabulary for a character model
+    cjk = [c for c in text if "\u4e00" <= c <= "\u9fff"]
+    assert len(cjk) / len(text) > 0.5
+    assert "\r" not in text and not text.startswith("\ufeff")
+
+
+def test_load_text_from_a_file(tiny_corpus_zh):
+    text = load_text(str(tiny_corpus_zh))
+    assert text == tiny_corpus_zh.read_text(encoding="utf-8")
+    assert "🐍" in text and "你好" in text
+
+
+def test_bom_and_windows_line_ends_are_normalised(tmp_path):
+    path = tmp_path / "win.txt"
+    path.write_bytes("\ufeffline one\r\nline two 你好\r\n".encode())
+    assert load_text(str(path)) == "line one\nline two 你好\n"
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n\t\r\n  ", "\ufeff".encode()])
+def test_empty_or_blank_file_is_a_user_error(tmp_path, content):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match="empty"):
+        load_text(str(path))
+
+
+def test_non_utf8_file_is_a_user_error_that_says_so(tmp_path):
+    path = tmp_path / "gbk.txt"
+    path.write_bytes("hello 你好世界".encode("gbk"))
+    with pytest.raises(UserError) as e:
+        load_text(str(path))
+    msg = str(e.value)
+    assert "UTF-8" in msg
+    assert "offset 6" in msg  # the first non-ASCII byte
+    assert "iconv" in msg  # and how to fix it
+
+
+def test_missing_file_is_a_user_error_that_lists_the_choices(tmp_path):
+    with pytest.raises(UserError) as e:
+        load_text(str(tmp_path / "missing.txt"))
+    msg = str(e.value)
+    assert "missing.txt" in msg
+    assert "'en'" in msg and "'zh'" in msg and "shakespeare" in msg
+
+
+def test_a_folder_is_not_a_corpus(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_text(str(tmp_path))
+
+
+# --- split ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [10, 11, 1000, 1234])
+def test_split_is_a_contiguous_90_10_cut(n):
+    d = torch.arange(n)
+    train, val = split(d, 0.1)
+    assert len(train) == int(n * 0.9)
+    assert len(train) + len(val) == n
+    assert torch.equal(torch.cat([train, val]), d)  # nothing shuffled, nothing lost
+
+
+def test_split_default_is_ten_percent():
+    train, val = split(torch.arange(100))
+    assert (len(train), len(val)) == (90, 10)
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, 1.5, float("nan")])
+def test_split_rejects_bad_fractions(bad):
+    with pytest.raises(UserError, match="val_fraction"):
+        split(torch.arange(10), bad)
+
+
+# --- get_batch -----------------------------------------------------------------
+
+
+def test_get_batch_shapes_and_shift():
+    d = torch.arange(100, 200)  # unique values: a window's first value names its start
+    x, y = get_batch(d, 5, 7, generator=torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (5, 7)
+    assert x.dtype == y.dtype == d.dtype
+    assert torch.equal(x[:, 1:], y[:, :-1])
+    for row_x, row_y in zip(x, y, strict=True):
+        start = int(row_x[0]) - 100
+        assert torch.equal(row_x, d[start : start + 7])
+        assert torch.equal(row_y, d[start + 1 : start + 8])  # each target follows in data
+
+
+def test_get_batch_uses_every_possible_window_and_no_other():
+    d = torch.arange(12)
+    x, _ = get_batch(d, 300, 4, generator=torch.Generator().manual_seed(0))
+    starts = set(x[:, 0].tolist())
+    assert starts == set(range(12 - 4))  # the last window ends on the last token
+
+
+def test_get_batch_is_reproducible_with_a_seeded_generator():
+    d = torch.randint(0, 50, (500,), generator=torch.Generator().manual_seed(1))
+    a = get_batch(d, 4, 8, generator=torch.Generator().manual_seed(42))
+    b = get_batch(d, 4, 8, generator=torch.Generator().manual_seed(42))
+    c = get_batch(d, 4, 8, generator=torch.Generator().manual_seed(43))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], c[0])
+
+
+def test_get_batch_fits_exactly_block_size_plus_one_tokens():
+    x, y = get_batch(torch.arange(5), 3, 4)
+    assert x.tolist() == [[0, 1, 2, 3]] * 3
+    assert y.tolist() == [[1, 2, 3, 4]] * 3
+
+
+@pytest.mark.parametrize("n, block_size", [(4, 4), (0, 1), (3, 8)])
+def test_get_batch_rejects_data_shorter_than_a_window(n, block_size):
+    with pytest.raises(UserError) as e:
+        get_batch(torch.arange(n), 2, block_size)
+    assert f"has {n} tokens" in str(e.value)
+    assert f"at least {block_size + 1}" in str(e.value)
+    assert "--block-size" in str(e.value)
+
+
+def test_get_batch_rejects_bad_sizes():
+    with pytest.raises(UserError, match="block_size"):
+        get_batch(torch.arange(10), 2, 0)
+    with pytest.raises(UserError, match="batch_size"):
+        get_batch(torch.arange(10), 0, 2)
+
+
+def test_check_length_names_the_split():
+    with pytest.raises(UserError, match="the val split has 3 tokens"):
+        check_length(torch.arange(3), 8, "val")
+
+
+# --- CharDataset ---------------------------------------------------------------
+
+
+def test_char_dataset_gives_the_same_windows_as_get_batch():
+    d = torch.randint(0, 30, (300,), generator=torch.Generator().manual_seed(3))
+    B, T = 6, 10
+    x, y = get_batch(d, B, T, generator=torch.Generator().manual_seed(7))
+    # get_batch draws its start positions exactly like this:
+    ix = torch.randint(len(d) - T, (B,), generator=torch.Generator().manual_seed(7))
+    ds = CharDataset(d, T)
+    for b in range(B):
+        xb, yb = ds[int(ix[b])]
+        assert torch.equal(xb, x[b])
+        assert torch.equal(yb, y[b])
+
+
+def test_char_dataset_len_and_index_errors():
+    d = torch.arange(20)
+    ds = CharDataset(d, 5)
+    assert len(ds) == 15
+    x, y = ds[14]  # the last window ends on the last token
+    assert x.tolist() == [14, 15, 16, 17, 18] and y.tolist() == [15, 16, 17, 18, 19]
+    for bad in (15, 100, -1):
+        with pytest.raises(IndexError):
+            ds[bad]
+    with pytest.raises(UserError):
+        CharDataset(torch.arange(5), 5)
+
+
+def test_char_dataset_works_with_a_data_loader():
+    ds = CharDataset(torch.arange(50), 8)
+    batches = list(DataLoader(ds, batch_size=16))
+    assert [tuple(bx.shape) for bx, _ in batches] == [(16, 8), (16, 8), (10, 8)]
+    xs = torch.cat([bx for bx, _ in batches])
+    ys = torch.cat([by for _, by in batches])
+    assert torch.equal(xs[:, 0], torch.arange(42))
+    assert torch.equal(xs + 1, ys)
+
+
+# --- padding and masks ---------------------------------------------------------
+
+
+def test_pad_sequences_pads_right_and_masks_the_padding():
+    padded, mask = pad_sequences([[5, 6, 7], [8], [9, 10]], pad_id=-1)
+    assert padded.tolist() == [[5, 6, 7], [8, -1, -1], [9, 10, -1]]
+    assert mask.dtype == torch.bool
+    assert mask.tolist() == [[True] * 3, [True, False, False], [True, True, False]]
+    assert padded.dtype == torch.long
+
+
+def test_pad_sequences_needs_a_sequence():
+    with pytest.raises(UserError):
+        pad_sequences([])
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_mask_matches_its_definition(causal):
+    _, mask = pad_sequences([[1, 2, 3, 4], [5, 6], [7, 8, 9]])
+    allowed = attention_mask(mask, causal=causal)
+    B, T = mask.shape
+    assert allowed.shape == (B, T, T)
+    for b in range(B):
+        for i in range(T):
+            for j in range(T):
+                expected = bool(mask[b, j]) and (j <= i or not causal)
+                assert bool(allowed[b, i, j]) == expected, (b, i, j)
+
+
+def test_attention_mask_never_lets_a_query_see_padding_or_the_future():
+    _, mask = pad_sequences([[1, 2, 3], [4]])
+    allowed = attention_mask(mask)
+    assert not allowed[1, :, 1:].any()  # keys 1 and 2 of sequence 1 are padding
+    assert not allowed[0].triu(diagonal=1).any()  # nothing above the diagonal
+    assert torch.equal(allowed[0], torch.ones(3, 3, dtype=torch.bool).tril())  # its whole past
+
+
+# --- Corpus --------------------------------------------------------------------
+
+
+def test_corpus_load(tiny_corpus_zh):
+    c = Corpus.load(str(tiny_corpus_zh), val_fraction=0.2)
+    assert c.tokenizer.decode(torch.cat([c.train, c.val]).tolist()) == c.text
+    assert len(c.val) == len(c.text) - int(len(c.text) * 0.8)
+    assert c.train.dtype == torch.long
+
+
+def test_corpus_load_with_a_given_tokenizer(tiny_corpus):
+    tok = CharTokenizer.from_text(tiny_corpus.read_text(encoding="utf-8") + "XYZ")
+    c = Corpus.load(str(tiny_corpus), tokenizer=tok)
+    assert c.tokenizer is tok
+    small = CharTokenizer.from_text("the cat")
+    with pytest.raises(UserError, match="unknown characters"):
+        Corpus.load(str(tiny_corpus), tokenizer=small)
+
+
+# --- download ------------------------------------------------------------------
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+@pytest.fixture
+def remote(tmp_path):
+    """A 'remote' file reachable by a file:// URL, and its checksum."""
+    src = tmp_path / "remote" / "input.txt"
+    src.parent.mkdir()
+    payload = b"First Citizen:\nBefore we proceed any further, hear me speak.\n"
+    src.write_bytes(payload)
+    return src, src.as_uri(), _sha(payload)
+
+
+def _leftovers(folder):
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_download_fetches_verifies_and_then_reuses_the_cache(tmp_path, remote, monkeypatch):
+    src, url, sha = remote
+    dest = tmp_path / "cache" / "sub" / "input.txt"  # folders are created as needed
+    assert data.download(url, dest, sha) == dest
+    assert dest.read_bytes() == src.read_bytes()
+    assert _leftovers(dest.parent) == ["input.txt"]  # no temporary file left over
+
+    src.unlink()  # the "remote" file is gone: only the cache can answer now
+
+    def no_network(*a, **k):
+        raise AssertionError("download() went to the network although the cache was good")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    assert data.download(url, dest, sha) == dest
+    assert _sha(dest.read_bytes()) == sha
+
+
+def test_download_gives_the_file_normal_permissions(tmp_path, remote):
+    _, url, sha = remote
+    dest = tmp_path / "cache" / "input.txt"
+    data.download(url, dest, sha)
+    plain = tmp_path / "cache" / "plain.txt"
+    plain.write_text("x")
+    assert dest.stat().st_mode == plain.stat().st_mode
+
+
+def test_download_replaces_a_damaged_cache(tmp_path, remote):
+    src, url, sha = remote
+    dest = tmp_path / "cache" / "input.txt"
+    dest.parent.mkdir()
+    dest.write_text("half a file")
+    data.download(url, dest, sha)
+    assert dest.read_bytes() == src.read_bytes()
+
+
+def test_download_with_a_wrong_checksum_leaves_nothing_behind(tmp_path, remote):
+    _, url, _ = remote
+    dest = tmp_path / "cache" / "input.txt"
+    with pytest.raises(UserError) as e:
+        data.download(url, dest, "0" * 64)
+    msg = str(e.value)
+    assert "0" * 64 in msg and "sha256" in msg and "not saved" in msg
+    assert not dest.exists()
+    assert _leftovers(dest.parent) == []
+
+
+def test_download_interrupted_while_writing_leaves_nothing_behind(tmp_path, remote, monkeypatch):
+    _, url, sha = remote
+    dest = tmp_path / "cache" / "input.txt"
+
+    def crash(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        data.download(url, dest, sha)
+    assert _leftovers(dest.parent) == []
+
+
+def test_download_into_an_unwritable_place_is_a_user_error(tmp_path, remote):
+    _, url, sha = remote
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the cache folder should be")
+    with pytest.raises(UserError, match="GPT_STAGES_CACHE"):
+        data.download(url, blocker / "input.txt", sha)
+
+
+@pytest.mark.parametrize("url", ["file:///nonexistent/gpt-stages/input.txt", "http://127.0.0.1:9/"])
+def test_unreachable_url_is_a_user_error_that_suggests_data(tmp_path, url):
+    dest = tmp_path / "cache" / "input.txt"
+    with pytest.raises(UserError) as e:
+        data.download(url, dest, "0" * 64)
+    assert "--data" in str(e.value)
+    assert url in str(e.value)
+    assert _leftovers(dest.parent) == []
+
+
+def test_cache_dir_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "c"))
+    assert data.cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("GPT_STAGES_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert data.cache_dir() == tmp_path / "home" / ".cache" / "gpt-stages"
+
+
+def test_shakespeare_is_downloaded_into_the_cache(tmp_path, remote, monkeypatch):
+    src, url, sha = remote
+    monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(data, "SHAKESPEARE_URL", url)
+    monkeypatch.setattr(data, "SHAKESPEARE_SHA256", sha)
+    path = data.resolve("shakespeare")
+    assert path == tmp_path / "cache" / "tinyshakespeare.txt"
+    assert load_text("shakespeare") == src.read_text(encoding="utf-8")
+    src.unlink()  # cached now
+    assert load_text("shakespeare").startswith("First Citizen:")
+
+
+def test_resolve_builtin_names_and_paths():
+    assert data.resolve("en") == data.CORPUS_DIR / "en.txt"
+    assert data.resolve("zh") == data.CORPUS_DIR / "zh.txt"
+    assert str(data.resolve("some/file.txt")) == "some/file.txt"

