@@ -24,7 +24,7 @@ def show(text: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog=f"python -m {__package__}",
-        description=__doc__.splitlines()[2],
+        description=" ".join(__doc__.split("\n\n")[1].split()),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--data", default="en", help=DATA_HELP)

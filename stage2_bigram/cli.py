@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import torch
+
+from .errors import UserError
 
 
 def positive_int(s: str) -> int:
@@ -31,10 +34,18 @@ def positive_float(s: str) -> float:
 
 def pick_device(name: str) -> str:
     """'auto' -> cuda if present, else mps (Apple silicon), else cpu."""
-    if name != "auto":
-        return name
-    if torch.cuda.is_available():
-        return "cuda"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    available = {"cpu": True, "cuda": torch.cuda.is_available(),
+                 "mps": torch.backends.mps.is_available()}
+    if name == "auto":
+        return "cuda" if available["cuda"] else "mps" if available["mps"] else "cpu"
+    if not available.get(name, False):
+        raise UserError(f"--device {name} is not available on this machine; "
+                        "use --device auto (or cpu).")
+    return name
+
+
+def check_out_dir(path: Path) -> Path:
+    """Fail before training, not after it, if the output folder cannot be made."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--out-dir {path} exists and is not a folder; pick another path.")
+    return path

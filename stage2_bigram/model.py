@@ -82,7 +82,7 @@ def sample_next(
     temperature 0 means greedy (always the most likely token); higher values
     flatten the distribution. top_k keeps only the k most likely tokens.
     """
-    if temperature < 0:
+    if not temperature >= 0:  # also catches nan
         raise UserError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
     if top_k is not None and top_k < 1:
         raise UserError(f"top_k must be at least 1, got {top_k}")

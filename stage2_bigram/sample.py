@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # --8<-- [start:generate_text]
 def generate_text(args: argparse.Namespace) -> str:
-    if args.temperature < 0:
+    if not args.temperature >= 0:  # also catches nan
         raise UserError(f"--temperature must be >= 0 (0 means greedy), got {args.temperature}")
     if not args.prompt:
         raise UserError("--prompt is empty; give at least one character (the default is a newline)")

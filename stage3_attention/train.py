@@ -18,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from .checkpoint import save_checkpoint
-from .cli import non_negative_int, pick_device, positive_float, positive_int
+from .cli import check_out_dir, non_negative_int, pick_device, positive_float, positive_int
 from .data import DATA_HELP, Corpus, check_length, get_batch
 from .errors import UserError
 from .model import POSITIONS, LanguageModel, ModelConfig
@@ -78,11 +78,14 @@ def estimate_loss(model: LanguageModel, splits: dict[str, torch.Tensor], args: a
 def sample_text(model: LanguageModel, corpus: Corpus, n: int, seed: int, device: str) -> str:
     start = "\n" if "\n" in corpus.tokenizer.stoi else corpus.tokenizer.chars[0]
     idx = torch.tensor([corpus.tokenizer.encode(start)], device=device)
+    model.eval()  # no dropout while sampling
     out = model.generate(idx, n, generator=torch.Generator(device).manual_seed(seed))
+    model.train()
     return corpus.tokenizer.decode(out[0, 1:].tolist())
 
 
 def train(args: argparse.Namespace) -> dict:
+    check_out_dir(args.out_dir)
     device = pick_device(args.device)
     torch.manual_seed(args.seed)
     corpus = Corpus.load(args.data, args.val_fraction)

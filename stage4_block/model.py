@@ -123,7 +123,9 @@ class MultiHeadAttention(nn.Module):
         return self.dropout(self.proj(out))  # (B, T, C)
 
     @property
-    def last_attention(self) -> torch.Tensor:
+    def last_attention(self) -> torch.Tensor | None:
+        if any(h.last_attention is None for h in self.heads):
+            return None  # no forward pass yet
         return torch.stack([h.last_attention for h in self.heads], dim=1)  # (B, nh, T, T)
 # --8<-- [end:multihead]
 
@@ -311,7 +313,7 @@ def sample_next(
     temperature 0 means greedy (always the most likely token); higher values
     flatten the distribution. top_k keeps only the k most likely tokens.
     """
-    if temperature < 0:
+    if not temperature >= 0:  # also catches nan
         raise UserError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
     if top_k is not None and top_k < 1:
         raise UserError(f"top_k must be at least 1, got {top_k}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import torch
 
@@ -33,9 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # --8<-- [start:stream]
-def generate_text(args: argparse.Namespace, out=sys.stdout) -> str:
-    """Sample and stream each character to ``out`` as soon as it exists."""
-    if args.temperature < 0:
+def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> str:
+    """Sample and stream each character to ``out`` (stdout) as soon as it exists."""
+    out = out or sys.stdout
+    if not args.temperature >= 0:  # also catches nan
         raise UserError(f"--temperature must be >= 0 (0 means greedy), got {args.temperature}")
     if not args.prompt:
         raise UserError("--prompt is empty; give at least one character (the default is a newline)")

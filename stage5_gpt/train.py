@@ -22,7 +22,15 @@ import torch
 from tqdm import tqdm
 
 from .checkpoint import check_vocab, load_checkpoint, save_checkpoint
-from .cli import non_negative_int, pick_device, positive_float, positive_int
+from .cli import (
+    check_out_dir,
+    non_negative_float,
+    non_negative_int,
+    pick_device,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 from .data import DATA_HELP, Corpus, check_length, get_batch
 from .errors import UserError
 from .model import ACTIVATIONS, GPT, GPTConfig
@@ -59,13 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-iters", type=non_negative_int, default=2000, help="optimizer steps in total")
     g.add_argument("--batch-size", type=positive_int, default=12, help="B: windows per step")
     g.add_argument("--lr", type=positive_float, default=1e-3, help="peak learning rate")
-    g.add_argument("--min-lr", type=float, default=1e-4, help="learning rate at the end of the cosine")
+    g.add_argument("--min-lr", type=non_negative_float, default=1e-4, help="learning rate at the end of the cosine")
     g.add_argument("--warmup-iters", type=non_negative_int, default=100, help="steps of linear warmup")
     g.add_argument("--lr-decay-iters", type=positive_int, default=None, help="steps until min-lr (default: --max-iters)")
-    g.add_argument("--weight-decay", type=float, default=0.1, help="AdamW weight decay (matrices only)")
-    g.add_argument("--beta1", type=float, default=0.9, help="AdamW beta1")
-    g.add_argument("--beta2", type=float, default=0.99, help="AdamW beta2")
-    g.add_argument("--grad-clip", type=float, default=1.0, help="clip the gradient norm to this (0: off)")
+    g.add_argument("--weight-decay", type=non_negative_float, default=0.1, help="AdamW weight decay (matrices only)")
+    g.add_argument("--beta1", type=unit_interval, default=0.9, help="AdamW beta1")
+    g.add_argument("--beta2", type=unit_interval, default=0.99, help="AdamW beta2")
+    g.add_argument("--grad-clip", type=non_negative_float, default=1.0, help="clip the gradient norm to this (0: off)")
     g.add_argument("--eval-interval", type=positive_int, default=250, help="steps between loss estimates and checkpoints")
     g.add_argument("--eval-iters", type=positive_int, default=20, help="batches per loss estimate")
     g.add_argument("--seed", type=int, default=1337, help="seeds weights, batches, dropout and samples")
@@ -127,7 +135,9 @@ def estimate_loss(model: GPT, splits: dict[str, torch.Tensor], args: argparse.Na
 def sample_text(model: GPT, tokenizer: CharTokenizer, n: int, seed: int, device: str) -> str:
     start = "\n" if "\n" in tokenizer.stoi else tokenizer.chars[0]
     idx = torch.tensor([tokenizer.encode(start)], device=device)
+    model.eval()  # no dropout while sampling
     out = model.generate(idx, n, generator=torch.Generator(device).manual_seed(seed))
+    model.train()
     return tokenizer.decode(out[0, 1:].tolist())
 
 
@@ -170,13 +180,26 @@ class StopFlag:
 
 
 def train(args: argparse.Namespace) -> dict:
-    out = Path(args.out_dir)
+    out = check_out_dir(Path(args.out_dir))
     ckpt_path = out / "ckpt.pt"
     resume = None
     if args.resume:
         resume = load_checkpoint(ckpt_path)
+        missing = [k for k in ("args", "vocab", "optimizer", "rng", "history", "best_val")
+                   if k not in resume]
+        if missing:
+            raise UserError(f"{ckpt_path} cannot be resumed: it has no {', '.join(missing)}. "
+                            "Train a new run in another --out-dir.")
+        defaults = vars(build_parser().parse_args([]))
         for k in RESUMED_ARGS:
-            setattr(args, k, resume["args"][k])
+            given, saved = getattr(args, k), resume["args"][k]
+            if given != defaults[k] and given != saved:
+                raise UserError(
+                    f"--{k.replace('_', '-')} {given} conflicts with the checkpoint's {saved}: "
+                    "--resume continues the run with the settings it started with. Drop the "
+                    "flag, or train a new run in another --out-dir."
+                )
+            setattr(args, k, saved)
     args.lr_decay_iters = args.lr_decay_iters or max(args.max_iters, 1)
     device = pick_device(args.device)
     torch.manual_seed(args.seed)
@@ -226,6 +249,11 @@ def train(args: argparse.Namespace) -> dict:
     def evaluate(step: int) -> dict:
         nonlocal best_val
         losses = estimate_loss(model, splits, args, device)
+        if not all(math.isfinite(v) for v in losses.values()):
+            raise UserError(
+                f"the loss became {losses} at step {step}: training diverged. The last good "
+                f"checkpoint is {ckpt_path}. Try a lower --lr (now {args.lr}) or more --warmup-iters."
+            )
         row = {"step": step, **losses, "lr": get_lr(step, args), "time": round(time.time() - t0, 2)}
         history.append(row)
         log.write(json.dumps(row) + "\n")
@@ -240,7 +268,7 @@ def train(args: argparse.Namespace) -> dict:
     # --8<-- [start:train_loop]
     step, t0, tokens_per_step = start, time.time(), args.batch_size * args.block_size
     bar = tqdm(range(start, args.max_iters), desc="training", unit="step", dynamic_ncols=True)
-    with StopFlag() as flag, log:
+    with StopFlag() as flag, log, bar:
         for step in bar:
             if flag.stop:
                 bar.write(f"Ctrl-C: stopping at step {step} and saving (resume with --resume)")
@@ -258,8 +286,8 @@ def train(args: argparse.Namespace) -> dict:
             if not torch.isfinite(loss):
                 raise UserError(
                     f"the loss became {loss.item()} at step {step}: training diverged. The last "
-                    f"good checkpoint is {ckpt_path}. Try a lower --lr (now {args.lr}) or "
-                    "--grad-clip 1.0."
+                    f"good checkpoint is {ckpt_path}. Try a lower --lr (now {args.lr}) or more "
+                    "--warmup-iters."
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -270,10 +298,10 @@ def train(args: argparse.Namespace) -> dict:
             bar.set_postfix(loss=f"{loss.item():.3f}",
                             tok_s=f"{done * tokens_per_step / (time.time() - t0):,.0f}")
         else:
-            step = args.max_iters
+            step = max(args.max_iters, start)
         bar.close()
         wall = time.time() - t0
-        losses = evaluate(step)
+        losses = evaluate(step) if step > start or not history else history[-1]
     # --8<-- [end:train_loop]
     print(f"step {step:5d}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f} "
           f"(best {best_val:.4f}, {wall:.1f} s)")

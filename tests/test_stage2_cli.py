@@ -106,8 +106,6 @@ def test_train_val_split_too_short(capsys, tmp_path):
     assert_user_error(err, "the val split has 11 tokens", "--val-fraction")
 
 
-@pytest.mark.xfail(strict=True, reason="train.pick_device: an explicit --device that is not "
-                   "available crashes with a torch RuntimeError instead of a UserError")
 @pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has mps")
 def test_train_unavailable_device_exit_2(capsys, tiny_corpus, tmp_path):
     code, _, err = _exit_code(capsys, train.main, "--data", tiny_corpus, "--device", "mps",
@@ -116,8 +114,6 @@ def test_train_unavailable_device_exit_2(capsys, tiny_corpus, tmp_path):
     assert_user_error(err, "mps")
 
 
-@pytest.mark.xfail(strict=True, reason="train: an --out-dir that is a file crashes with "
-                   "FileExistsError, and only after the whole training run")
 def test_train_out_dir_that_is_a_file_exit_2(capsys, tiny_corpus, tmp_path):
     blocker = tmp_path / "out"
     blocker.write_text("not a folder")
@@ -221,8 +217,6 @@ def test_sample_bad_settings_exit_2(capsys, ckpt_zh, args, fragment):
     assert_user_error(err, fragment)
 
 
-@pytest.mark.xfail(strict=True, reason="sample: --temperature nan passes the `< 0` check and "
-                   "torch.multinomial raises RuntimeError (traceback)")
 def test_sample_nan_temperature_exit_2(capsys, ckpt_zh):
     code, _, err = _exit_code(capsys, sample.main, "--ckpt", ckpt_zh, "--temperature", "nan",
                               "--device", "cpu")

@@ -150,8 +150,6 @@ def test_bad_sampling_settings_are_user_errors(kwargs, fragment):
         model.generate(torch.zeros(1, 1, dtype=torch.long), 3, **kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="model.sample_next: `temperature < 0` lets NaN through; "
-                   "multinomial then raises RuntimeError (--temperature nan crashes sample)")
 def test_nan_temperature_is_a_user_error():
     with pytest.raises(UserError, match="temperature"):
         sample_next(torch.zeros(1, 4), temperature=float("nan"))

@@ -1,10 +1,11 @@
 """Stage 3: the train, sample and visualize command-line tools, end to end and on bad input.
 
-The end-to-end runs are real subprocesses (``python -m stage3_attention.train`` ...),
-started in parallel to overlap their torch imports. Error handling is checked by
-calling each tool's ``main()`` in-process, which runs the same code as ``python -m``
-without paying for a fresh interpreter: a ``UserError`` must become ``SystemExit(2)``
-with one ``error: ...`` line on stderr, anything else escaping ``main()`` is a crash.
+Three runs go through a fresh interpreter (``python -m stage3_attention.train``,
+``.sample`` and ``.visualize``); they start in the background when the session
+starts, so their torch imports overlap with the other tests (see conftest), and
+their ``slow`` tests run last. Everything else calls the tools' ``main(argv)`` in
+this process: a ``UserError`` must become ``SystemExit(2)`` with an ``error: ...``
+line on stderr, and any other exception fails the test just like a traceback would.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 
 import pytest
 import torch
-from conftest import TINY_TEXT, assert_user_error, finish, module_env, start_module
+from conftest import TINY_TEXT, assert_user_error
 
 from stage3_attention.checkpoint import load_model, save_checkpoint
 from stage3_attention.model import LanguageModel, ModelConfig
@@ -28,47 +29,37 @@ visualize_cli = importlib.import_module("stage3_attention.visualize")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY_ARGS = ("--max-iters", 30, "--eval-interval", 10, "--eval-iters", 2, "--sample-tokens", 20,
              "--block-size", 8, "--n-embd", 16, "--batch-size", 8, "--device", "cpu")
+PATHS: dict = {}  # where the background runs read and write, set by start_background_runs
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second intra-op thread only adds waiting (badly so on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def save_tiny_checkpoint(folder, corpus):
+    """A stage-3 checkpoint saved directly (untrained): enough for sample and visualize."""
+    tok = CharTokenizer.from_text(TINY_TEXT)
+    torch.manual_seed(0)
+    model = LanguageModel(ModelConfig(vocab_size=tok.vocab_size, block_size=8, n_embd=16))
+    return save_checkpoint(folder / "ckpt.pt", model, tok, step=0, args={"data": str(corpus)})
 
 
-def _env():
-    return module_env(OMP_NUM_THREADS="1")
+def start_background_runs(runs, folder):
+    """train on the tiny corpus; sample and visualize on a checkpoint saved right here."""
+    corpus = folder / "tiny.txt"
+    corpus.write_text(TINY_TEXT, encoding="utf-8")
+    ckpt = save_tiny_checkpoint(folder / "saved", corpus)
+    PATHS.update(folder=folder, out=folder / "out", ckpt=ckpt, png=folder / "heat.png")
+    runs.start("stage3.train", "stage3_attention.train", *TINY_ARGS, "--data", corpus,
+               "--out-dir", PATHS["out"], cwd=folder)
+    runs.start("stage3.sample", "stage3_attention.sample", "--ckpt", ckpt, "--prompt", "\n",
+               "--tokens", 20, "--seed", 7, "--device", "cpu", cwd=folder)
+    runs.start("stage3.visualize", "stage3_attention.visualize", "--ckpt", ckpt,
+               "--prompt", "the cat", "--out", PATHS["png"], "--device", "cpu", cwd=folder)
 
 
-@pytest.fixture(scope="module")
-def e2e(tmp_path_factory):
-    """Train once in a subprocess, then run sample and visualize on its checkpoint in parallel."""
-    folder = tmp_path_factory.mktemp("stage3_cli")
-    data = folder / "tiny.txt"
-    data.write_text(TINY_TEXT, encoding="utf-8")
-    out = folder / "out"
-    runs = {"train": finish(start_module("stage3_attention.train", *TINY_ARGS, "--data", data,
-                                         "--out-dir", out, cwd=folder, env=_env()))}
-    ckpt = out / "ckpt.pt"
-    procs = {
-        "sample": start_module("stage3_attention.sample", "--ckpt", ckpt, "--prompt", "\n",
-                               "--tokens", 20, "--seed", 1337, "--device", "cpu",
-                               cwd=folder, env=_env()),
-        "visualize": start_module("stage3_attention.visualize", "--ckpt", ckpt,
-                                  "--prompt", "the cat", "--out", folder / "heat.png",
-                                  "--device", "cpu", cwd=folder, env=_env()),
-    }
-    runs.update({name: finish(p) for name, p in procs.items()})
-    return folder, out, runs
+# --- end to end in a fresh interpreter ----------------------------------------------------
 
 
 @pytest.mark.slow
-def test_train_writes_checkpoint_figures_and_metrics(e2e):
-    folder, out, runs = e2e
-    run = runs["train"]
+def test_train_writes_checkpoint_figures_and_metrics(background):
+    run, out = background["stage3.train"], PATHS["out"]
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
     for name in ("ckpt.pt", "loss.png", "attention.png", "metrics.json", "vocab.json"):
@@ -90,28 +81,37 @@ def test_train_writes_checkpoint_figures_and_metrics(e2e):
     # 30 steps on very repetitive text: below the uniform guess, and logged at 0/10/20/30.
     assert metrics["train_loss"] < math.log(V)
     assert [h["step"] for h in ckpt["history"]] == [0, 10, 20, 30]
-    assert len(metrics["sample"]) == 20
-    assert set(metrics["sample"]) <= set(tok.chars)
 
 
 @pytest.mark.slow
-def test_sample_cli_reproduces_the_training_sample(e2e):
-    _, out, runs = e2e
-    run = runs["sample"]
-    assert run.returncode == 0, run.stderr
+def test_training_sample_is_reproducible_from_the_checkpoint(background):
+    out = PATHS["out"]
+    assert background["stage3.train"].returncode == 0
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
-    # Same weights, same seed, same "\n" start: the same 20 characters.
-    assert run.stdout == "\n" + metrics["sample"] + "\n"
+    model, tok, _ = load_model(out / "ckpt.pt")
+    # train samples 20 characters after "\n" with --seed (default 1337), like sample does.
+    idx = model.generate(torch.tensor([tok.encode("\n")]), 20,
+                         generator=torch.Generator().manual_seed(1337))
+    assert metrics["sample"] == tok.decode(idx[0, 1:].tolist())
+    assert metrics["sample"] in background["stage3.train"].stdout
 
 
 @pytest.mark.slow
-def test_visualize_cli_writes_a_png_and_prints_its_path(e2e):
-    folder, _, runs = e2e
-    run = runs["visualize"]
+def test_sample_cli_prints_prompt_and_seeded_continuation(background):
+    run = background["stage3.sample"]
     assert run.returncode == 0, run.stderr
-    png = folder / "heat.png"
-    assert png.read_bytes()[:8] == PNG_MAGIC
-    assert run.stdout.strip() == f"attention heatmap: {png}"
+    model, tok, _ = load_model(PATHS["ckpt"])
+    idx = model.generate(torch.tensor([tok.encode("\n")]), 20,
+                         generator=torch.Generator().manual_seed(7))
+    assert run.stdout == tok.decode(idx[0].tolist()) + "\n"
+
+
+@pytest.mark.slow
+def test_visualize_cli_writes_a_png_and_prints_its_path(background):
+    run = background["stage3.visualize"]
+    assert run.returncode == 0, run.stderr
+    assert PATHS["png"].read_bytes()[:8] == PNG_MAGIC
+    assert run.stdout.strip() == f"attention heatmap: {PATHS['png']}"
 
 
 # --- in-process runs: quick, and the same code paths ----------------------------------------
@@ -126,12 +126,7 @@ def corpus_file(tmp_path):
 
 @pytest.fixture
 def tiny_ckpt(corpus_file):
-    """A stage-3 checkpoint saved directly (no training): enough for sample and visualize."""
-    tok = CharTokenizer.from_text(TINY_TEXT)
-    torch.manual_seed(0)
-    model = LanguageModel(ModelConfig(vocab_size=tok.vocab_size, block_size=8, n_embd=16))
-    return save_checkpoint(corpus_file.parent / "ckpt.pt", model, tok, step=0,
-                           args={"data": str(corpus_file)})
+    return save_tiny_checkpoint(corpus_file.parent, corpus_file)
 
 
 @pytest.fixture
@@ -145,13 +140,14 @@ def stage2_ckpt(tmp_path):
     return save2(tmp_path / "bigram.pt", Bigram(BigramConfig(vocab_size=tok.vocab_size)), tok, 0)
 
 
-def _error(capsys, main, *argv, fragments=()) -> str:
+def _error(capsys, main, *argv, fragments=()):
+    """``main(argv)`` exits with code 2 and an ``error:`` line; returns (out, err)."""
     with pytest.raises(SystemExit) as e:
         main([str(a) for a in argv])
     assert e.value.code == 2
     captured = capsys.readouterr()
     assert_user_error(captured.err, *fragments)
-    return captured.err
+    return captured
 
 
 def test_train_with_sinusoidal_positions(capsys, corpus_file, tmp_path):
@@ -182,13 +178,28 @@ def test_train_with_sinusoidal_positions(capsys, corpus_file, tmp_path):
 )
 def test_train_bad_values_exit_2(capsys, corpus_file, tmp_path, argv, fragments):
     _error(capsys, train_cli.main, "--data", corpus_file, "--out-dir", tmp_path / "o",
-           "--max-iters", 1, *argv, fragments=fragments)
+           "--max-iters", 1, "--device", "cpu", *argv, fragments=fragments)
     assert not (tmp_path / "o" / "ckpt.pt").exists()
 
 
 def test_train_missing_data_file_exits_2(capsys, tmp_path):
     _error(capsys, train_cli.main, "--data", tmp_path / "nope.txt", "--out-dir", tmp_path / "o",
            fragments=["nope.txt"])
+
+
+def test_train_out_dir_that_is_a_file_exits_2_before_training(capsys, corpus_file, tmp_path):
+    blocker = tmp_path / "taken"
+    blocker.write_text("not a folder", encoding="utf-8")
+    out, _ = _error(capsys, train_cli.main, "--data", corpus_file, "--out-dir", blocker,
+                    "--max-iters", 1, "--device", "cpu", fragments=["taken", "not a folder"])
+    assert out == ""  # refused before loading data or building a model
+    assert blocker.read_text(encoding="utf-8") == "not a folder"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_train_on_missing_cuda_exits_2(capsys, corpus_file, tmp_path):
+    _error(capsys, train_cli.main, "--data", corpus_file, "--out-dir", tmp_path / "o",
+           "--max-iters", 1, "--device", "cuda", fragments=["cuda"])
 
 
 def test_visualize_default_prompt_comes_from_the_training_text(capsys, tiny_ckpt):
@@ -226,6 +237,7 @@ def test_sample_long_prompt_is_cropped_not_refused(capsys, tiny_ckpt):
         (["--prompt", "the CAT"], ["'C'"]),
         (["--prompt", ""], ["empty"]),
         (["--temperature", "-1"], ["temperature"]),
+        (["--temperature", "nan"], ["temperature"]),
         (["--top-k", "0"], ["--top-k"]),
     ],
 )
@@ -239,37 +251,15 @@ def test_sample_missing_checkpoint_exits_2(capsys, tmp_path):
            fragments=["no checkpoint", "stage3_attention.train"])
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_sample_on_missing_cuda_does_not_blame_the_checkpoint(capsys, tiny_ckpt):
+    _, err = _error(capsys, sample_cli.main, "--ckpt", tiny_ckpt, "--device", "cuda",
+                    fragments=["cuda"])
+    assert "corrupt" not in err and "Delete it" not in err
+
+
 @pytest.mark.parametrize("tool", ["sample", "visualize"])
 def test_stage2_checkpoint_is_refused_naming_both_stages(capsys, stage2_ckpt, tool):
     main = {"sample": sample_cli.main, "visualize": visualize_cli.main}[tool]
     _error(capsys, main, "--ckpt", stage2_ckpt, "--prompt", "the", "--device", "cpu",
            fragments=["stage2_bigram", "stage3_attention"])
-
-
-# --- known bugs (see the report); strict, so a fix turns them into failures to un-mark ----
-
-
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="sample_next() divides by a NaN temperature; torch.multinomial "
-                   "then raises RuntimeError (a traceback, not exit 2)")
-def test_sample_nan_temperature_exits_2(capsys, tiny_ckpt):
-    _error(capsys, sample_cli.main, "--ckpt", tiny_ckpt, "--temperature", "nan",
-           "--device", "cpu", fragments=["temperature"])
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="pick_device() returns 'cuda' unchecked; model.to('cuda') raises "
-                   "AssertionError 'Torch not compiled with CUDA enabled' (a traceback)")
-def test_train_on_missing_cuda_exits_2(capsys, corpus_file, tmp_path):
-    _error(capsys, train_cli.main, "--data", corpus_file, "--out-dir", tmp_path / "o",
-           "--max-iters", 1, "--device", "cuda", fragments=["cuda"])
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-@pytest.mark.xfail(strict=True, reason="on a machine without CUDA, --device cuda makes "
-                   "load_checkpoint call a good checkpoint corrupted and advise deleting it")
-def test_sample_on_missing_cuda_does_not_blame_the_checkpoint(capsys, tiny_ckpt):
-    err = _error(capsys, sample_cli.main, "--ckpt", tiny_ckpt, "--device", "cuda",
-                 fragments=["cuda"])
-    assert "corrupt" not in err and "Delete it" not in err

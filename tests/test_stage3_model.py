@@ -33,15 +33,6 @@ from stage3_attention.visualize import attention_figure, default_prompt
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second intra-op thread only adds waiting (badly so on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def make_model(pos: str = "learned", vocab_size: int = 11, block_size: int = 8, n_embd: int = 16,
                seed: int = 0, std: float | None = None) -> LanguageModel:
     """A small model; ``std`` re-initialises every parameter so that nothing is near zero."""

@@ -1,8 +1,9 @@
 """Stage 4: the command-line tools with blocks, heads and dropout, end to end and on bad input.
 
-One real subprocess run of ``python -m stage4_block.train``; everything else calls the
-tools' ``main()`` in-process (same code, no interpreter start-up): a ``UserError`` must
-become ``SystemExit(2)`` with one ``error: ...`` line, anything else escaping is a crash.
+One run goes through a fresh interpreter (``python -m stage4_block.train``); it starts
+in the background when the session starts (see conftest) and its ``slow`` tests run
+last. Everything else calls the tools' ``main(argv)`` in this process: a ``UserError``
+must become ``SystemExit(2)`` with an ``error: ...`` line, anything else escaping is a crash.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 
 import pytest
 import torch
-from conftest import TINY_TEXT, assert_user_error, finish, module_env, start_module
+from conftest import TINY_TEXT, assert_user_error
 
 from stage4_block.checkpoint import load_model
 from stage4_block.model import LanguageModel
@@ -25,35 +26,27 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY_ARGS = ("--n-layer", 2, "--n-head", 2, "--n-embd", 16, "--block-size", 8,
              "--max-iters", 30, "--eval-interval", 10, "--eval-iters", 2, "--sample-tokens", 20,
              "--batch-size", 8, "--device", "cpu")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second intra-op thread only adds waiting (badly so on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+PATHS: dict = {}  # set by start_background_runs
 
 
 def block_params(C: int) -> int:
     return 3 * C * C + (C * C + C) + (4 * C * C + 4 * C) + (4 * C * C + C) + 4 * C
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stage4_cli")
-    data = folder / "tiny.txt"
-    data.write_text(TINY_TEXT, encoding="utf-8")
-    out = folder / "out"
-    run = finish(start_module("stage4_block.train", *TINY_ARGS, "--data", data, "--out-dir", out,
-                              cwd=folder, env=module_env(OMP_NUM_THREADS="1")))
-    return out, run
+def start_background_runs(runs, folder):
+    corpus = folder / "tiny.txt"
+    corpus.write_text(TINY_TEXT, encoding="utf-8")
+    PATHS.update(out=folder / "out")
+    runs.start("stage4.train", "stage4_block.train", *TINY_ARGS, "--data", corpus,
+               "--out-dir", PATHS["out"], cwd=folder)
+
+
+# --- end to end in a fresh interpreter ----------------------------------------------------
 
 
 @pytest.mark.slow
-def test_train_writes_checkpoint_figures_and_metrics(trained):
-    out, run = trained
+def test_train_writes_checkpoint_figures_and_metrics(background):
+    run, out = background["stage4.train"], PATHS["out"]
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
     for name in ("ckpt.pt", "loss.png", "attention.png", "metrics.json", "vocab.json"):
@@ -73,20 +66,44 @@ def test_train_writes_checkpoint_figures_and_metrics(trained):
         "n_layer": 2, "dropout": 0.1, "activation": "relu", "norm": "pre", "attention": "batched",
     }
     assert not model.training  # loaded for inference: dropout off
-    assert len(metrics["sample"]) == 20
 
 
-def test_attention_heads_form_trains_and_visualizes(capsys, tmp_path):
+@pytest.mark.slow
+def test_training_sample_is_drawn_with_dropout_off(background):
+    """The run trains with dropout 0.1; its sample must still be the eval-mode model's."""
+    out = PATHS["out"]
+    assert background["stage4.train"].returncode == 0
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    model, tok, _ = load_model(out / "ckpt.pt")
+    idx = model.generate(torch.tensor([tok.encode("\n")]), 20,
+                         generator=torch.Generator().manual_seed(1337))
+    assert metrics["sample"] == tok.decode(idx[0, 1:].tolist())
+
+
+# --- in-process runs ----------------------------------------------------------------------
+
+
+def test_heads_form_trains_samples_without_dropout_and_visualizes(capsys, tmp_path,
+                                                                  monkeypatch):
+    modes = []
+    generate = LanguageModel.generate
+
+    def spy(self, *args, **kwargs):
+        modes.append(self.training)
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(LanguageModel, "generate", spy)
     data = tmp_path / "tiny.txt"
     data.write_text(TINY_TEXT, encoding="utf-8")
     out = tmp_path / "heads"
-    train_cli.main([*map(str, TINY_ARGS), "--max-iters", "5", "--attention", "heads",
-                    "--activation", "gelu", "--norm", "post", "--data", str(data),
-                    "--out-dir", str(out)])
+    train_cli.main([*map(str, TINY_ARGS), "--max-iters", "5", "--sample-tokens", "5",
+                    "--dropout", "0.3", "--attention", "heads", "--activation", "gelu",
+                    "--norm", "post", "--data", str(data), "--out-dir", str(out)])
     assert f"attention:  {out / 'attention.png'}" in capsys.readouterr().out
+    assert modes == [False, False]  # the samples before and after training: dropout off
     _, _, ckpt = load_model(out / "ckpt.pt")
     assert ckpt["config"]["attention"] == "heads" and ckpt["config"]["norm"] == "post"
-    assert any(k.startswith("blocks.0.attn.heads.1.query") for k in ckpt["model"])
+    assert any(k.startswith("blocks.1.attn.heads.1.query") for k in ckpt["model"])
     assert (out / "attention.png").read_bytes()[:8] == PNG_MAGIC
 
     png = tmp_path / "again.png"
@@ -127,7 +144,7 @@ def test_train_bad_values_exit_2(capsys, tmp_path, argv, fragments):
                  "--max-iters", 1, "--device", "cpu", *argv, fragments=fragments)
     if not err.startswith("usage:"):  # argparse adds its usage; our own errors are one line
         assert len(err.strip().splitlines()) == 1, err
-    assert not (tmp_path / "o").exists()
+    assert not (tmp_path / "o" / "ckpt.pt").exists()
 
 
 @pytest.fixture
@@ -147,23 +164,3 @@ def test_stage3_checkpoint_is_refused_naming_both_stages(capsys, stage3_ckpt, to
     main = {"sample": sample_cli.main, "visualize": visualize_cli.main}[tool]
     _error(capsys, main, "--ckpt", stage3_ckpt, "--prompt", "the", "--device", "cpu",
            fragments=["stage3_attention", "stage4_block"])
-
-
-@pytest.mark.xfail(strict=True, reason="train() draws its before/after samples with the model "
-                   "in training mode (estimate_loss() ends with model.train()), so dropout is "
-                   "active while generating; sample.py generates in eval mode")
-def test_training_samples_are_drawn_with_dropout_off(capsys, tmp_path, monkeypatch):
-    modes = []
-    generate = LanguageModel.generate
-
-    def spy(self, *args, **kwargs):
-        modes.append(self.training)
-        return generate(self, *args, **kwargs)
-
-    monkeypatch.setattr(LanguageModel, "generate", spy)
-    data = tmp_path / "tiny.txt"
-    data.write_text(TINY_TEXT, encoding="utf-8")
-    train_cli.main([*map(str, TINY_ARGS), "--max-iters", "2", "--sample-tokens", "5",
-                    "--dropout", "0.2", "--data", str(data), "--out-dir", str(tmp_path / "o")])
-    capsys.readouterr()
-    assert modes == [False, False]  # the sample before and the sample after training

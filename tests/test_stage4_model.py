@@ -33,15 +33,6 @@ from stage4_block.model import (
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: a second intra-op thread only adds waiting (badly so on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def randomize(module: torch.nn.Module, std: float = 0.3, seed: int = 0) -> torch.nn.Module:
     """Every parameter (LayerNorm included) to random values, so no symmetry hides a bug."""
     torch.manual_seed(seed)
@@ -358,16 +349,7 @@ def test_attention_maps_shape_rows_and_mask(attention):
     assert not torch.allclose(maps[:, :, 0], maps[:, :, 1], atol=1e-3)
 
 
-@pytest.mark.parametrize(
-    "attention",
-    [
-        "batched",
-        pytest.param("heads", marks=pytest.mark.xfail(
-            strict=True, raises=TypeError,
-            reason="MultiHeadAttention.last_attention stacks the heads' None before any "
-                   "forward pass: TypeError instead of attention_maps()'s RuntimeError")),
-    ],
-)
+@pytest.mark.parametrize("attention", ATTENTIONS)
 def test_attention_maps_before_a_forward_pass_says_so(attention):
     model = LanguageModel(config(attention=attention))
     with pytest.raises(RuntimeError, match="forward"):

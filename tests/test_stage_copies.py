@@ -16,10 +16,24 @@ from conftest import REPO_ROOT, STAGES, existing_stages
 
 # later stage -> {file relative to the stage folder: why it differs from the previous stage}
 CHANGED: dict[str, dict[str, str]] = {
-    "stage2_bigram": {},  # only adds files
-    "stage3_attention": {},
-    "stage4_block": {},
-    "stage5_gpt": {},
+    "stage2_bigram": {},  # only adds files (model, train, sample, checkpoint, plots, cli)
+    "stage3_attention": {
+        "model.py": "embeddings + one causal self-attention head replace the bigram table",
+        "plots.py": "adds plot_attention, the heatmap of attention weights",
+        "train.py": "model flags (--n-embd, --pos), new defaults, writes attention.png",
+    },
+    "stage4_block": {
+        "model.py": "multi-head attention (two forms), feed-forward, residual LayerNorm blocks",
+        "train.py": "block flags (--n-head, --n-layer, --dropout, ...) and their defaults",
+    },
+    "stage5_gpt": {
+        "model.py": "GPT: final LayerNorm, GPT-2 init, weight tying, SDPA + traced explicit path",
+        "train.py": "AdamW groups, warmup + cosine, clipping, best/latest, exact --resume, log",
+        "checkpoint.py": "loads GPT/GPTConfig; check_vocab for --resume",
+        "cli.py": "validators for the new optimizer flags",
+        "sample.py": "streams characters as they are sampled; defaults to best.pt",
+        "visualize.py": "every layer x head, loss curves, position similarity, logit lens",
+    },
 }
 
 PAIRS = list(zip(STAGES, STAGES[1:], strict=False))
