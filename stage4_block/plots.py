@@ -72,7 +72,9 @@ def plot_losses(history: list[dict], path: str | Path, title: str = "loss") -> P
 
 
 def token_label(ch: str) -> str:
-    """Make invisible characters visible on an axis."""
+    """Make invisible characters visible on an axis; name those the font lacks (emoji)."""
+    if ord(ch) > 0xFFFF:  # outside the Basic Multilingual Plane: Noto CJK has no glyph
+        return f"U+{ord(ch):X}"
     return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(ch, ch)
 
 
@@ -94,7 +96,7 @@ def plot_attention(maps, labels: list[str], path: str | Path, title: str = "atte
     for r in range(R):
         for c in range(Cn):
             ax = axes[r][c]
-            im = ax.imshow(maps[r, c], cmap="viridis", vmin=0.0, vmax=1.0)
+            im = ax.imshow(maps[r, c].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
             ax.set_xticks(range(T), labels, fontsize=8)
             ax.set_yticks(range(T), labels, fontsize=8)
             ax.tick_params(length=0)

@@ -23,7 +23,7 @@ from .tokenizer import CharTokenizer
 
 
 def default_prompt(text: str, length: int) -> str:
-    """The first whole line of held-out (validation) text, cut to ``length`` characters."""
+    """``length`` characters of held-out (validation) text, from the start of a line."""
     _, val = split(torch.arange(len(text)))
     held_out = text[int(val[0]) :] if len(val) else text
     start = held_out.find("\n") + 1
