@@ -95,7 +95,7 @@ def attention_layer_figures(model: GPT, tokenizer: CharTokenizer, prompt: str,
     L, H = maps.shape[:2]
     return [
         plot_attention(maps[i : i + 1], list(prompt), Path(out_dir) / f"attention_layer{i}.png",
-                       title=f"{__package__}: layer {i} of {L}, attention for {prompt!r}",
+                       title=f"{__package__}: layer {i} (of 0..{L - 1}), attention for {prompt!r}",
                        row_names=[f"layer {i}"], col_names=[f"head {j}" for j in range(H)])
         for i in range(L)
     ]
@@ -150,23 +150,25 @@ def position_similarity_figure(model: GPT, path: str | Path) -> Path:
     use_cjk_font()
     sim = position_similarity(model)
     T = sim.shape[0]
-    # Mean similarity of positions d apart: diagonal d of the matrix.
-    by_distance = [sim.diagonal(d).mean().item() for d in range(T)]
+    # The diagonal is always 1; scale the colours to the rest, where the pattern is.
+    off = sim[~torch.eye(T, dtype=torch.bool)]
+    lim = max(0.05, off.abs().max().item()) if T > 1 else 1.0
+    # Mean similarity of positions d apart: the d-th diagonal of the matrix.
+    by_distance = [sim.diagonal(d).mean().item() for d in range(1, T)]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.6), dpi=110,
                                   gridspec_kw={"width_ratios": [1.15, 1]},
                                   constrained_layout=True)
-    im = ax.imshow(sim.numpy(), cmap="RdBu_r", vmin=-1.0, vmax=1.0)
+    im = ax.imshow(sim.numpy(), cmap="RdBu_r", vmin=-lim, vmax=lim)
     step = max(1, T // 8)
     ax.set_xticks(range(0, T, step))
     ax.set_yticks(range(0, T, step))
     ax.set_xlabel("position j")
     ax.set_ylabel("position i")
-    ax.set_title("cos(wpe[i], wpe[j])", fontsize=10)
+    ax.set_title(f"cos(wpe[i], wpe[j]); colours cut at ±{lim:.2f}", fontsize=10)
     fig.colorbar(im, ax=ax, shrink=0.85, label="cosine similarity")
-    ax2.plot(range(T), by_distance, marker="o", markersize=3)
+    ax2.plot(range(1, T), by_distance, marker="o", markersize=3)
     ax2.axhline(0.0, color="grey", linewidth=0.8)
-    ax2.set_ylim(-1.05, 1.05)
-    ax2.set_xlabel("distance |i - j| between positions")
+    ax2.set_xlabel("distance |i - j| (fewer pairs to average further right)")
     ax2.set_ylabel("mean cosine similarity")
     ax2.set_title("nearby positions: similar embeddings?", fontsize=10)
     ax2.grid(alpha=0.3)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_user_error, finish, start_module
+from conftest import assert_user_error, finish, module_env, start_module
 from torch.nn import functional as F
 
 from stage5_gpt.errors import UserError
@@ -228,11 +228,14 @@ def tiny_checkpoint(tmp_path_factory) -> Path:
 @pytest.mark.slow
 def test_clis_end_to_end(tiny_checkpoint):
     run = tiny_checkpoint.parent
-    # Start all three first: their torch imports overlap.
-    vis = start_module("stage5_gpt.visualize", "--ckpt", tiny_checkpoint, "--device", "cpu")
+    # Start all three first: their torch imports overlap. One thread each: they share the cores.
+    env = module_env(OMP_NUM_THREADS="1")
+    vis = start_module("stage5_gpt.visualize", "--ckpt", tiny_checkpoint, "--device", "cpu",
+                       env=env)
     ins = start_module("stage5_gpt.inspect", "--ckpt", tiny_checkpoint, "--prompt", "小猫 cat",
-                       "--layer", "0", "--head", "1", "--device", "cpu")
-    bad_head = start_module("stage5_gpt.inspect", "--ckpt", tiny_checkpoint, "--head", "7")
+                       "--layer", "0", "--head", "1", "--device", "cpu", env=env)
+    bad_head = start_module("stage5_gpt.inspect", "--ckpt", tiny_checkpoint, "--head", "7",
+                            env=env)
 
     r = finish(vis)
     assert r.returncode == 0, r.stderr

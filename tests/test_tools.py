@@ -63,7 +63,8 @@ def test_missing_data_file_is_a_usage_error(tmp_path, capsys):
 def test_same_budget_for_every_stage(tmp_path):
     args = compare.build_parser().parse_args(
         ["--stages", "2", "3", "4", "5", "--max-iters", "12", "--batch-size", "4",
-         "--block-size", "8", "--data", "zh", "--seed", "7", "--out-dir", str(tmp_path)])
+         "--block-size", "8", "--data", "zh", "--seed", "7", "--threads", "1",
+         "--out-dir", str(tmp_path)])
     runs = compare.plan_runs(args)
     assert [r.number for r in runs] == [2, 3, 4, 5]
     for run in runs:
@@ -74,8 +75,9 @@ def test_same_budget_for_every_stage(tmp_path):
                         "--max-iters": "12", "--eval-interval": "3", "--batch-size": "4",
                         "--block-size": "8", "--eval-iters": "50"}
         assert "--lr" not in cmd and "--n-embd" not in cmd  # each stage keeps its own
+        assert run.env == {"OMP_NUM_THREADS": "1"}
     title = compare.title_for(runs, args)
-    assert "at the same budget: 12 steps × batch 4 × block 8 on zh" in title
+    assert "at the same budget: 12 steps × batch 4 × block 8 on zh, seed 7, 1 CPU thread" in title
     # 12 steps < stage 5's 100 warmup steps: the learner is told
     assert any("warm" in n for n in compare.warnings_for(runs, args))
 
@@ -100,9 +102,18 @@ def test_extra_and_per_stage_args(tmp_path):
         ["--stages", "4", "5", "--max-iters", "50", "--extra-args", "--sample-tokens 5",
          "--stage-args", "5", "--warmup-iters 5", "--out-dir", str(tmp_path)])
     s4, s5 = compare.plan_runs(args)
+    assert s4.env == {}  # threads: torch's own choice unless asked
     assert s4.command[-2:] == ["--sample-tokens", "5"]
     assert s5.command[-4:] == ["--sample-tokens", "5", "--warmup-iters", "5"]
     assert compare.warnings_for([s4, s5], args) == []  # warmup overridden: no note
+
+
+def test_rows_show_the_budget_a_stage_really_used(tmp_path):
+    args = compare.build_parser().parse_args(
+        ["--stages", "2", "--batch-size", "4", "--stage-args", "2", "--block-size 3 --batch-size=6",
+         "--out-dir", str(tmp_path)])
+    (run,) = compare.plan_runs(args)
+    assert (run.max_iters, run.batch_size, run.block_size) == (3000, 6, 3)
 
 
 def fake_row(stage: int, package: str, sample: str) -> dict:
@@ -130,7 +141,7 @@ def test_tables_show_every_row_and_a_flat_sample():
 # ----------------------------------------------------------------------------- end to end
 
 TINY_BUDGET = ["--max-iters", "10", "--batch-size", "4", "--block-size", "8", "--eval-iters", "2",
-               "--extra-args", "--sample-tokens 20"]
+               "--extra-args", "--sample-tokens 20", "--threads", "1"]
 
 
 def start(*args: object, cwd: Path) -> subprocess.Popen[str]:

@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "so every stage is measured on the same batches; else each stage's own)")
     p.add_argument("--device", default=None, choices=["auto", "cpu", "cuda", "mps"],
                    help="passed to every stage (default: each stage picks)")
+    p.add_argument("--threads", type=budget_int, default=None,
+                   help="CPU threads for every stage (sets OMP_NUM_THREADS; default: torch's "
+                        "own choice). On a busy machine --threads 1 is often much faster for "
+                        "these small models")
     p.add_argument("--extra-args", default="", metavar="ARGS",
                    help="more options for every stage's trainer, as one quoted string, "
                         "e.g. --extra-args='--sample-tokens 100' (write it with '=' when it is a "
@@ -161,6 +165,7 @@ class StageRun:
     max_iters: int | None
     batch_size: int | None
     block_size: int | None
+    env: dict[str, str] = field(default_factory=dict)  # on top of this process's environment
     stderr_tail: list[str] = field(default_factory=list)
     stdout_tail: list[str] = field(default_factory=list)
 
@@ -203,13 +208,30 @@ def plan_runs(args: argparse.Namespace) -> list[StageRun]:
         if args.device:
             cmd += ["--device", args.device]
         cmd += shared + per_stage.get(n, [])
+        # What the trainer will use: the last value given on its command line, else its default.
+        used = {flag: _last_value(cmd, flag) or _int_or_none(defaults.get(flag))
+                for flag in ("--max-iters", "--batch-size", "--block-size")}
         runs.append(StageRun(
             number=n, package=package, command=cmd, out_dir=out_dir,
-            max_iters=args.max_iters or _int_or_none(defaults.get("--max-iters")),
-            batch_size=args.batch_size or _int_or_none(defaults.get("--batch-size")),
-            block_size=args.block_size or _int_or_none(defaults.get("--block-size")),
+            max_iters=used["--max-iters"], batch_size=used["--batch-size"],
+            block_size=used["--block-size"],
+            env={"OMP_NUM_THREADS": str(args.threads)} if args.threads else {},
         ))
     return runs
+
+
+def _last_value(cmd: list[str], flag: str) -> int | None:
+    """The value of the last ``flag V`` or ``flag=V`` in ``cmd``, if it is a whole number."""
+    value = None
+    for i, a in enumerate(cmd):
+        if a == flag and i + 1 < len(cmd):
+            value = cmd[i + 1]
+        elif a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _int_or_none(v: object) -> int | None:
@@ -223,12 +245,14 @@ def warnings_for(runs: list[StageRun], args: argparse.Namespace) -> list[str]:
         if run.number == 5 and args.max_iters:
             warmup = stage_defaults(run.package).get("--warmup-iters")
             overridden = any(a.startswith("--warmup-iters") for a in run.command)
-            if isinstance(warmup, int) and args.max_iters <= warmup and not overridden:
-                notes.append(
-                    f"note: stage 5 warms its learning rate up over its first {warmup} steps, so "
-                    f"with --max-iters {args.max_iters} it never reaches its full learning rate; "
-                    f"add e.g. --stage-args 5 '--warmup-iters {max(1, args.max_iters // 10)}' "
-                    "for a fairer race.")
+            if not isinstance(warmup, int) or overridden or args.max_iters >= 4 * warmup:
+                continue
+            what = ("never reaches its full learning rate" if args.max_iters <= warmup
+                    else f"spends {warmup} of its {args.max_iters} steps getting there")
+            notes.append(
+                f"note: stage 5 warms its learning rate up over its first {warmup} steps, so with "
+                f"--max-iters {args.max_iters} it {what}; add e.g. --stage-args 5 "
+                f"'--warmup-iters {max(1, args.max_iters // 10)}' for a fairer race.")
     return notes
 
 
@@ -298,7 +322,7 @@ def run_stage(run: StageRun, index: int, count: int) -> dict:
     run.out_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = run.out_dir / "metrics.json"
     metrics_path.unlink(missing_ok=True)  # never report a previous run's figures
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8"}
+    env = {**os.environ, **run.env, "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     progress = Progress(run, index, count)
     t0 = time.perf_counter()
@@ -447,6 +471,8 @@ def title_for(runs: list[StageRun], args: argparse.Namespace) -> str:
              f"block {args.block_size}" if args.block_size else ""]
     given = [g for g in given if g]
     where = f"on {args.data}, seed {args.seed}"
+    if args.threads:
+        where += f", {args.threads} CPU thread{'s' if args.threads > 1 else ''}"
     if args.max_iters:
         budget = " × ".join([f"{args.max_iters} steps", *given])
         same = " at the same budget" if len(runs) > 1 else ""
