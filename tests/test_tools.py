@@ -77,7 +77,10 @@ def test_same_budget_for_every_stage(tmp_path):
         assert "--lr" not in cmd and "--n-embd" not in cmd  # each stage keeps its own
         assert run.env == {"OMP_NUM_THREADS": "1"}
     title = compare.title_for(runs, args)
-    assert "at the same budget: 12 steps × batch 4 × block 8 on zh, seed 7, 1 CPU thread" in title
+    assert title == ("Stages 2, 3, 4, 5 at the same budget: 12 steps × batch 4 × block 8 on zh, "
+                     "seed 7, 1 CPU thread (model size, learning rate: each stage's own)")
+    args.batch_size = None
+    assert compare.title_for(runs, args).endswith("(model size, learning rate, batch: each stage's own)")
     # 12 steps < stage 5's 100 warmup steps: the learner is told
     assert any("warm" in n for n in compare.warnings_for(runs, args))
 
@@ -118,8 +121,8 @@ def test_rows_show_the_budget_a_stage_really_used(tmp_path):
 
 def fake_row(stage: int, package: str, sample: str) -> dict:
     return {"stage": stage, "package": package, "params": 12345, "steps": 10, "batch_size": 4,
-            "block_size": 8, "train_loss": 2.5, "val_loss": 2.625, "train_seconds": 1.25,
-            "sample": sample}
+            "block_size": 8, "train_loss": 2.5, "val_loss": 2.625, "best_val_loss": 2.5,
+            "best_val_step": 1500, "train_seconds": 1.25, "sample": sample}
 
 
 def test_tables_show_every_row_and_a_flat_sample():
@@ -130,11 +133,11 @@ def test_tables_show_every_row_and_a_flat_sample():
     assert text[2].startswith("2 (bigram)") and text[3].startswith("3 (attention)")
     assert "ab⏎cd|e" in text[2] and text[2].endswith("…")
     assert "小猫⏎" in text[3]
-    assert "12,345" in text[2] and "2.6250" in text[2]
+    assert "12,345" in text[2] and "2.6250" in text[2] and "2.5000 (1,500)" in text[2]
     md = compare.markdown_table(rows, "Stage 2 vs stage 3").splitlines()
     assert md[0] == "Stage 2 vs stage 3"
     assert md[2].startswith("| stage | parameters |") and md[3].startswith("|---|")
-    assert len(md) == 6 and all(line.count(" | ") == 7 for line in md[4:])
+    assert len(md) == 6 and all(line.count(" | ") == 8 for line in md[4:])
     assert "`ab⏎cd¦e" in md[4]  # no raw pipe inside a cell
 
 
@@ -209,6 +212,9 @@ def test_compare_two_stages_end_to_end(runs):
     rows = json.loads((runs.work / "tmp" / "x.json").read_text(encoding="utf-8"))["rows"]
     assert [row["stage"] for row in rows] == [2, 3]
     assert all(row["steps"] == 10 and row["val_loss"] > 0 for row in rows)
+    # evaluated at steps 0, 2, 4, 6, 8 and 10; the best is one of them
+    assert all(row["best_val_step"] in (0, 2, 4, 6, 8, 10) for row in rows)
+    assert all(row["best_val_loss"] <= row["val_loss"] + 5e-5 for row in rows)
     assert rows[0]["params"] < rows[1]["params"]  # attention adds weights
     for package in ("stage2_bigram", "stage3_attention"):
         assert (runs.work / "tmp" / package / "metrics.json").is_file()

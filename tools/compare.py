@@ -12,8 +12,9 @@ budget train on the very same windows of text and are measured on the same
 windows too.
 
 The table lists, per stage: parameters, steps, batch x block, the final train and
-validation loss, the wall-clock seconds of the training loop (evaluations
-included) and the start of a sample. --markdown writes the same table for the
+validation loss, the lowest validation loss of the run and the step it came at
+(a model that overfits ends above it), the wall-clock seconds of the training
+loop (evaluations included) and the start of a sample. --markdown writes the same table for the
 docs, --json the rows.
 """
 
@@ -168,6 +169,7 @@ class StageRun:
     env: dict[str, str] = field(default_factory=dict)  # on top of this process's environment
     stderr_tail: list[str] = field(default_factory=list)
     stdout_tail: list[str] = field(default_factory=list)
+    evals: list[tuple[int, float, float]] = field(default_factory=list)  # (step, train, val)
 
     @property
     def label(self) -> str:
@@ -351,6 +353,10 @@ def run_stage(run: StageRun, index: int, count: int) -> dict:
                 m = STEP_LINE.search(line)
                 if m:
                     progress.evaluated(int(m.group(1)), m.group(2), m.group(3))
+                    try:
+                        run.evals.append((int(m.group(1)), float(m.group(2)), float(m.group(3))))
+                    except ValueError:
+                        pass
         rc = proc.wait()
     except BaseException:
         progress.close()
@@ -373,8 +379,11 @@ def run_stage(run: StageRun, index: int, count: int) -> dict:
         "sample": metrics["sample"], "out_dir": str(run.out_dir),
         "command": shlex.join(run.command[2:]),
     }
-    if "best_val_loss" in metrics:
-        row["best_val_loss"] = metrics["best_val_loss"]
+    # The lowest validation loss of the run and when it came: a model that overfits ends
+    # higher than its best. Taken from the progress lines, the same way for every stage.
+    if run.evals:
+        step, _, val = min(run.evals, key=lambda e: e[2])
+        row["best_val_loss"], row["best_val_step"] = val, step
     if metrics.get("interrupted"):
         row["interrupted"] = True
     print(f"      done: {row['params']:,} parameters, val loss {row['val_loss']:.4f}, "
@@ -404,7 +413,7 @@ def failure_message(run: StageRun, what: str) -> str:
 # ----------------------------------------------------------------------------- table
 
 COLUMNS = ("stage", "parameters", "steps", "batch × block", "train loss", "val loss",
-           "time (s)", "sample")
+           "best val (step)", "time (s)", "sample")
 
 
 def sample_preview(text: str, n: int = SAMPLE_CHARS) -> str:
@@ -416,9 +425,11 @@ def sample_preview(text: str, n: int = SAMPLE_CHARS) -> str:
 def cells(row: dict) -> list[str]:
     bxt = (f"{row['batch_size']} × {row['block_size']}"
            if row.get("batch_size") and row.get("block_size") else "?")
+    best = (f"{row['best_val_loss']:.4f} ({row['best_val_step']:,})"
+            if row.get("best_val_step") is not None else "?")
     return [f"{row['stage']} ({row['package'].split('_', 1)[-1]})", f"{row['params']:,}",
             f"{row['steps']:,}", bxt, f"{row['train_loss']:.4f}", f"{row['val_loss']:.4f}",
-            f"{row['train_seconds']:.1f}", sample_preview(row["sample"])]
+            best, f"{row['train_seconds']:.1f}", sample_preview(row["sample"])]
 
 
 def width(s: str) -> int:
@@ -431,7 +442,7 @@ def pad(s: str, w: int, right: bool) -> str:
     return gap + s if right else s + gap
 
 
-NUMERIC = {1, 2, 4, 5, 6}
+NUMERIC = {1, 2, 4, 5, 6, 7}
 
 
 def text_table(rows: list[dict]) -> str:
@@ -476,8 +487,10 @@ def title_for(runs: list[StageRun], args: argparse.Namespace) -> str:
     if args.max_iters:
         budget = " × ".join([f"{args.max_iters} steps", *given])
         same = " at the same budget" if len(runs) > 1 else ""
-        return (f"{who}{same}: {budget} {where} "
-                f"(model size and learning rate: each stage's own)")
+        own = ["model size", "learning rate"]
+        own += [x for x, given_ in (("batch", args.batch_size), ("block", args.block_size))
+                if not given_]
+        return f"{who}{same}: {budget} {where} ({', '.join(own)}: each stage's own)"
     except_ = f", except {' and '.join(given)}" if given else ""
     return f"{who}, each stage at its default settings{except_} ({where})"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GEN = ROOT / "docs" / "generated"
 IMG = GEN / "img"
 STAGES = ["stage2_bigram", "stage3_attention", "stage4_block", "stage5_gpt"]
+compare = None  # tools/compare.py, loaded in main()
 
 
 def source_hash() -> str:
@@ -41,47 +43,83 @@ def source_hash() -> str:
     return h.hexdigest()
 
 
-def run(cwd: Path, *args: str) -> str:
-    """Run ``python -m ...`` as a reader would, from a scratch folder; return stdout."""
+def run(cwd: Path, *args: str, stderr: bool = False, ok: bool = True, script: bool = False) -> str:
+    """Run ``python -m ...`` (or a script) as a reader would, from a scratch folder.
+
+    Returns stdout, or stderr with ``stderr=True``; ``ok=False`` expects a failure.
+    """
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0"}
+    cmd = [sys.executable, *args] if script else [sys.executable, "-m", *args]
     t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"`python -m {' '.join(args)}` failed:\n{proc.stderr[-3000:]}")
-    print(f"  python -m {' '.join(args)}  ({time.time() - t0:.0f} s)", flush=True)
-    return proc.stdout
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if (proc.returncode == 0) != ok:
+        sys.exit(f"`{' '.join(cmd)}` exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    print(f"  {' '.join(args)}  ({time.time() - t0:.0f} s)", flush=True)
+    return proc.stderr if stderr else proc.stdout
 
 
 def write(name: str, text: str) -> None:
     (GEN / name).write_text(text.rstrip("\n") + "\n", encoding="utf-8")
 
 
-def show(s: str, n: int = 70) -> str:
-    return s[:n].replace("\n", "⏎").replace("|", "\\|")
+def load_compare():
+    """tools/compare.py as a module: its table format is the one the docs show."""
+    spec = importlib.util.spec_from_file_location("compare", ROOT / "tools" / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["compare"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def metrics_table(rows: list[dict]) -> str:
-    lines = ["| stage | parameters | train loss | val loss | training time | sample (first characters) |",
-             "|---|---:|---:|---:|---:|---|"]
-    for m in rows:
-        lines.append(f"| `{m['stage']}` | {m['params']:,} | {m['train_loss']:.3f} | "
-                     f"{m['val_loss']:.3f} | {m['train_seconds']:.0f} s | `{show(m['sample'])}` |")
-    return "\n".join(lines)
+def train(work: Path, stage: str, out: str, *flags: str) -> dict:
+    """Train one stage; returns a row for compare.markdown_table plus its stdout."""
+    stdout = run(work, f"{stage}.train", "--out-dir", out, *flags)
+    m = json.loads((work / out / "metrics.json").read_text(encoding="utf-8"))
+    defaults = compare.stage_defaults(stage)
+    given = dict(zip(flags[::2], flags[1::2], strict=False))
+    return {**m, "stage": int(stage[5]), "package": stage, "stdout": stdout,
+            "batch_size": int(given.get("--batch-size", defaults["--batch-size"])),
+            "block_size": int(given.get("--block-size", defaults["--block-size"]))}
 
 
-def stages(work: Path, data: str, tag: str) -> list[dict]:
+def stages(work: Path, data: str, tag: str, stage5_flags: tuple[str, ...] = ()) -> list[dict]:
     """Train every stage at its defaults on ``data``; keep outputs and figures."""
     rows = []
     for stage in STAGES:
-        out = run(work, f"{stage}.train", "--data", data)
-        write(f"{stage}_train{tag}.txt", out)
-        run_dir = work / "out" / stage
-        rows.append(json.loads((run_dir / "metrics.json").read_text(encoding="utf-8")))
+        flags = ("--data", data, *(stage5_flags if stage == "stage5_gpt" else ()))
+        row = train(work, stage, f"out{tag}/{stage}", *flags)
+        write(f"{stage}_train{tag}.txt", row["stdout"])
         for fig in ("loss", "attention"):
-            if (run_dir / f"{fig}.png").exists():
-                shutil.copy(run_dir / f"{fig}.png", IMG / f"{stage}_{fig}{tag}.png")
+            if (work / f"out{tag}" / stage / f"{fig}.png").exists():
+                shutil.copy(work / f"out{tag}" / stage / f"{fig}.png", IMG / f"{stage}_{fig}{tag}.png")
+        rows.append(row)
     return rows
+
+
+def variants_table(rows: list[tuple[str, dict]]) -> str:
+    lines = ["| flags | parameters | train loss | val loss | time (s) |", "|---|--:|--:|--:|--:|"]
+    lines += [f"| `{flags or '(defaults)'}` | {r['params']:,} | {r['train_loss']:.4f} | "
+              f"{r['val_loss']:.4f} | {r['train_seconds']:.1f} |" for flags, r in rows]
+    return "\n".join(lines)
+
+
+def errors(work: Path) -> str:
+    """What the bad inputs of stage 1 and 2 print (stderr), for the error tables."""
+    (work / "gbk.txt").write_bytes("你好，世界".encode("gbk"))
+    (work / "empty.txt").write_text("", encoding="utf-8")
+    cases = [
+        ("stage1_data", "--data", "missing.txt"),
+        ("stage1_data", "--data", "gbk.txt"),
+        ("stage1_data", "--data", "empty.txt"),
+        ("stage1_data", "--block-size", "100000"),
+        ("stage2_bigram.sample", "--prompt", "café"),
+        ("stage2_bigram.train", "--lr", "0"),
+    ]
+    out = []
+    for case in cases:
+        err = run(work, *case, stderr=True, ok=False).strip().splitlines()[-1]
+        out.append(f"$ python -m {' '.join(case)}\n{err}\n")
+    return "\n".join(out)
 
 
 def worked_examples() -> None:
@@ -143,7 +181,14 @@ $$
     print("  worked_attention.md")
 
 
+# nanoGPT's CPU configuration (README of nanoGPT): our stage-5 defaults, but no dropout.
+NANOGPT_CPU = ("--block-size", "64", "--batch-size", "12", "--n-layer", "4", "--n-head", "4",
+               "--n-embd", "128", "--dropout", "0", "--max-iters", "2000", "--lr", "1e-3",
+               "--min-lr", "1e-4", "--lr-decay-iters", "2000")
+
+
 def main() -> None:
+    global compare
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--only", choices=["worked"], default=None, help="regenerate one part only")
@@ -154,26 +199,58 @@ def main() -> None:
     worked_examples()
     if args.only == "worked":
         return
+    compare = load_compare()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         write("stage1_data.txt", run(work, "stage1_data"))
         rows = stages(work, "en", "")
-        write("compare_en.md", metrics_table(rows))
-        run(work, "stage5_gpt.visualize", "--out-dir", "out/stage5_gpt/figures")
+        write("compare_en.md", compare.markdown_table(
+            rows, "Each stage at its default settings, on the built-in English corpus (seed 1337)"))
+        write("stage1_errors.txt", errors(work))
+
+        # Stage 5: figures, one head's computation, a streamed sample.
+        run(work, "stage5_gpt.visualize", "--ckpt", "out/stage5_gpt/best.pt",
+            "--out-dir", "out/stage5_gpt/figures")
         for png in (work / "out" / "stage5_gpt" / "figures").glob("*.png"):
             shutil.copy(png, IMG / f"stage5_gpt_{png.name}")
-        write("stage5_gpt_inspect.txt", run(work, "stage5_gpt.inspect", "--prompt", "Pip the"))
-        write("stage5_gpt_sample.txt", run(work, "stage5_gpt.sample", "--prompt", "TEACHER:",
-                                           "--tokens", "300", "--temperature", "0.8"))
+        write("stage5_gpt_inspect.txt", run(work, "stage5_gpt.inspect", "--ckpt",
+                                            "out/stage5_gpt/best.pt", "--prompt", "Pip the"))
+        write("stage5_gpt_sample.txt", run(work, "stage5_gpt.sample", "--ckpt", "out/stage5_gpt/best.pt",
+                                           "--prompt", "TEACHER:", "--tokens", "300",
+                                           "--temperature", "0.8"))
+
+        # Exercises: stage-3 position options and stage-4 variants.
+        by_default = {r["package"]: r for r in rows}
+        pos = [("--pos learned", by_default["stage3_attention"])]
+        pos += [(f"--pos {v}", train(work, "stage3_attention", f"out/pos_{v}", "--pos", v))
+                for v in ("sinusoidal", "none")]
+        write("stage3_attention_positions.md", variants_table(pos))
+        var = [("", by_default["stage4_block"])]
+        for flags in ("--n-head 1", "--norm post", "--activation gelu"):
+            var.append((flags, train(work, "stage4_block", f"out/{flags[2:].replace(' ', '_')}",
+                                     *flags.split())))
+        write("stage4_block_variants.md", variants_table(var))
+
         # Chinese: the GPT on the built-in Chinese corpus, for Chinese attention maps.
-        zh = run(work, "stage5_gpt.train", "--data", "zh", "--out-dir", "out/zh")
-        write("stage5_gpt_train_zh.txt", zh)
+        zh = train(work, "stage5_gpt", "out/zh", "--data", "zh")
+        write("stage5_gpt_train_zh.txt", zh["stdout"])
         run(work, "stage5_gpt.visualize", "--ckpt", "out/zh/best.pt", "--out-dir", "out/zh/figures")
         for png in (work / "out" / "zh" / "figures").glob("*.png"):
             shutil.copy(png, IMG / f"stage5_gpt_zh_{png.name}")
+
+        # All stages at one budget, and the throughput benchmark.
+        write("compare_budget_en.md", "")
+        run(work, str(ROOT / "tools" / "compare.py"), "--stages", "2", "3", "4", "5",
+            "--data", "en", "--max-iters", "2000", "--batch-size", "16", "--block-size", "32",
+            "--out-dir", "out/budget", "--markdown", str(GEN / "compare_budget_en.md"), script=True)
+        write("bench.txt", run(work, str(ROOT / "tools" / "bench.py"), script=True))
+
         if args.shakespeare:
-            data = str(args.shakespeare.resolve())
-            write("compare_shakespeare.md", metrics_table(stages(work, data, "_shakespeare")))
+            shutil.copy(args.shakespeare, work / "tinyshakespeare.txt")  # a short path in outputs
+            rows = stages(work, "tinyshakespeare.txt", "_shakespeare", stage5_flags=NANOGPT_CPU)
+            write("compare_shakespeare.md", compare.markdown_table(
+                rows, "Tiny Shakespeare: stages 2-4 at their defaults, stage 5 in nanoGPT's CPU "
+                      "configuration (`" + " ".join(NANOGPT_CPU) + "`)"))
     manifest = {"sources_sha256": source_hash(), "generated": sorted(
         str(p.relative_to(GEN)) for p in GEN.rglob("*") if p.is_file() and p.name != "manifest.json")}
     (GEN / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
