@@ -160,7 +160,7 @@ def test_sample_nan_temperature_is_a_clean_error(cli, capsys):
 
 
 @pytest.mark.parametrize("module,expected", [
-    (T, ["optimizer steps in total (default: 2000)", "peak learning rate (default: 0.001)",
+    (T, ["optimizer steps in total (default: 2000)", "peak learning rate (default: 0.002)",
          "--resume", "--tie-weights", "(default: gelu)"]),
     (S, ["characters to generate (default: 300)", "(default: 1.0)", "--top-k",
          "(default: None)"]),
