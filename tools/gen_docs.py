@@ -77,7 +77,10 @@ def train(work: Path, stage: str, out: str, *flags: str) -> dict:
     m = json.loads((work / out / "metrics.json").read_text(encoding="utf-8"))
     defaults = compare.stage_defaults(stage)
     given = dict(zip(flags[::2], flags[1::2], strict=False))
+    evals = [(int(st), float(val)) for st, _, val in compare.STEP_LINE.findall(stdout)]
+    best_step, best_val = min(evals, key=lambda e: e[1])
     return {**m, "stage": int(stage[5]), "package": stage, "stdout": stdout,
+            "best_val_loss": best_val, "best_val_step": best_step,
             "batch_size": int(given.get("--batch-size", defaults["--batch-size"])),
             "block_size": int(given.get("--block-size", defaults["--block-size"]))}
 
