@@ -34,8 +34,9 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
+# make docs-figures SHAKESPEARE=path/to/tinyshakespeare.txt  (the docs' Shakespeare table needs it)
 docs-figures: $(STAMP)
-	$(BIN)/python tools/gen_docs.py
+	$(BIN)/python tools/gen_docs.py $(if $(SHAKESPEARE),--shakespeare $(SHAKESPEARE))
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py

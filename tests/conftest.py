@@ -239,3 +239,18 @@ def background(request, tmp_path_factory):
             start(runs, tmp_path_factory.mktemp(module.__name__.rsplit(".", 1)[-1]))
     yield runs
     runs.close()
+
+
+def nav_pages() -> list[str]:
+    """The Markdown files in mkdocs.yml's nav, in order, as MkDocs itself reads them."""
+    from mkdocs.config import load_config
+
+    def walk(items):
+        for item in items:
+            value = next(iter(item.values())) if isinstance(item, dict) else item
+            if isinstance(value, list):
+                yield from walk(value)
+            elif isinstance(value, str) and value.endswith(".md"):
+                yield value
+
+    return list(walk(load_config(str(REPO_ROOT / "mkdocs.yml"))["nav"] or []))

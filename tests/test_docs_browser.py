@@ -24,11 +24,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import nav_pages
 
 pytestmark = [pytest.mark.docs, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = ROOT / "mkdocs.yml"
 REQUIRE_BROWSER = os.environ.get("GPT_TUTORIAL_REQUIRE_BROWSER") == "1"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -67,21 +67,6 @@ def is_local(url: str) -> bool:
     if parts.scheme in ("data", "blob", "about", "file"):
         return True
     return parts.scheme in ("http", "https") and parts.hostname == "127.0.0.1"
-
-
-def nav_pages() -> list[str]:
-    """The Markdown files in mkdocs.yml's nav, in order, as MkDocs itself reads them."""
-    from mkdocs.config import load_config
-
-    def walk(items):
-        for item in items:
-            value = next(iter(item.values())) if isinstance(item, dict) else item
-            if isinstance(value, list):
-                yield from walk(value)
-            elif isinstance(value, str) and value.endswith(".md"):
-                yield value
-
-    return list(walk(load_config(str(CONFIG))["nav"] or []))
 
 
 def page_path(site: Path, md: str) -> str:

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import nav_pages
 
 pytest.importorskip(
     "mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]' installs the docs toolchain)"
@@ -53,21 +54,6 @@ def built_page(site_dir: Path, md: str) -> Path:
         if (site_dir / candidate).is_file():
             return site_dir / candidate
     raise AssertionError(f"no HTML output for {md} in {site_dir}")
-
-
-def nav_pages() -> list[str]:
-    """The Markdown files in mkdocs.yml's nav, in order, as MkDocs itself reads them."""
-    from mkdocs.config import load_config
-
-    def walk(items):
-        for item in items:
-            value = next(iter(item.values())) if isinstance(item, dict) else item
-            if isinstance(value, list):
-                yield from walk(value)
-            elif isinstance(value, str) and value.endswith(".md"):
-                yield value
-
-    return list(walk(load_config(str(CONFIG))["nav"] or []))
 
 
 def load_hook():

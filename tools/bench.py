@@ -41,6 +41,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+import compare  # noqa: E402  (tools/compare.py, beside this script)
 import torch  # noqa: E402
 
 from stage4_block.model import LanguageModel, ModelConfig  # noqa: E402
@@ -163,24 +164,9 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def load() -> float | None:
-    """The 1-minute load average, where the system tells it."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
-
-
 def busy_note() -> str | None:
-    """A warning when other processes compete for the CPU."""
-    load_ = load()
-    if load_ is None:
-        return None
-    cpus = os.cpu_count() or 1
-    if load_ <= 0.75 * cpus:
-        return None
-    return (f"note: load average {load_:.1f} on {cpus} CPUs: other processes are busy, so these "
-            "figures are noisy and lower than on an idle machine (look at the spread).")
+    return compare.busy_note("other processes are busy, so these figures are noisy and lower "
+                             "than on an idle machine (look at the spread).")
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
@@ -269,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     configs = QUICK if args.quick else CONFIGS
     machine = {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": cpu_model(),
-               "cpus": os.cpu_count(), "python": platform.python_version(), "load": load()}
+               "cpus": os.cpu_count(), "python": platform.python_version(), "load": compare.load_average()}
     print(f"torch {machine['torch']}, {machine['threads']} threads, CPU: {machine['cpu']} "
           f"({machine['cpus']} logical CPUs), Python {machine['python']}")
     print(f"{args.steps} timed steps x {args.repeats} rounds after {args.warmup} warmup steps; "
@@ -283,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n({time.perf_counter() - t0:.0f} s in all. Peak memory not measured: see --help.)")
     if note := busy_note():
         print(note)
-    machine["load_after"] = load()
+    machine["load_after"] = compare.load_average()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         settings = vars(args) | {"json": str(args.json)}

@@ -509,17 +509,22 @@ def write_outputs(rows: list[dict], title: str, args: argparse.Namespace) -> Non
         print(f"json:     {args.json}")
 
 
-def busy_note() -> str | None:
-    """A warning when other processes compete for the CPU (1-minute load average)."""
+def load_average() -> float | None:
+    """The 1-minute load average, where the system tells it."""
     try:
-        load = os.getloadavg()[0]
+        return os.getloadavg()[0]
     except (AttributeError, OSError):
         return None
+
+
+def busy_note(consequence: str = "other processes were busy, so the times above are longer "
+                                  "than on an idle machine.") -> str | None:
+    """A warning when other processes compete for the CPU (1-minute load average)."""
+    load = load_average()
     cpus = os.cpu_count() or 1
-    if load <= 0.75 * cpus:
+    if load is None or load <= 0.75 * cpus:
         return None
-    return (f"note: load average {load:.1f} on {cpus} CPUs: other processes were busy, so the "
-            "times above are longer than on an idle machine.")
+    return f"note: load average {load:.1f} on {cpus} CPUs: {consequence}"
 
 
 # ----------------------------------------------------------------------------- main

@@ -1,6 +1,6 @@
 """Regenerate every number, output and figure the docs quote, by running the stages.
 
-    python tools/gen_docs.py                      # all of it (about 10 minutes on 2 cores)
+    python tools/gen_docs.py                      # all of it (about 35 minutes on 2 cores)
     python tools/gen_docs.py --only worked        # just the cheap worked examples
     python tools/gen_docs.py --shakespeare PATH   # also the Tiny Shakespeare table
 
