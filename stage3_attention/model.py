@@ -15,6 +15,7 @@ honest.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -146,30 +147,37 @@ class LanguageModel(nn.Module):
     # --8<-- [end:forward]
 # --8<-- [end:model]
 
-    def attention_maps(self) -> torch.Tensor:
-        """Attention weights of the last forward pass: (B, n_layer=1, n_head=1, T, T)."""
-        if self.sa_head.last_attention is None:
-            raise RuntimeError("run a forward pass first")
+    @torch.no_grad()
+    def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:
+        """Attention weights for ``idx``: (B, n_layer=1, n_head=1, T, T)."""
+        self(idx)
         return self.sa_head.last_attention[:, None, None]
 
     # --8<-- [start:generate]
     @torch.no_grad()
-    def generate(
+    def stream(
         self,
         idx: torch.Tensor,
         max_new_tokens: int,
         temperature: float = 1.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
-    ) -> torch.Tensor:
-        """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens, one at a time."""
+    ) -> Iterator[torch.Tensor]:
+        """Yield each new token (B, 1) as soon as it is sampled."""
         for _ in range(max_new_tokens):
             idx_cond = idx[:, -self.config.block_size :]  # the model sees at most block_size
             logits, _ = self(idx_cond)  # (B, T, V)
             logits = logits[:, -1, :]  # only the last position predicts the next token
             idx_next = sample_next(logits, temperature, top_k, generator)  # (B, 1)
             idx = torch.cat((idx, idx_next), dim=1)  # (B, T + 1)
-        return idx
+            yield idx_next
+
+    def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
+                 top_k: int | None = None, generator: torch.Generator | None = None
+                 ) -> torch.Tensor:
+        """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens, one at a time."""
+        new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator))
+        return torch.cat([idx, *new], dim=1)
     # --8<-- [end:generate]
 
 
@@ -191,7 +199,11 @@ def sample_next(
         raise UserError(f"top_k must be at least 1, got {top_k}")
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    # Shift so the largest logit is 0, then scale by 1/temperature (capped at the largest
+    # float): a tiny temperature pushes the others to a huge negative number (probability
+    # 0, near-greedy) instead of overflowing to inf - inf = nan.
+    scale = min(1.0 / temperature, torch.finfo(logits.dtype).max)
+    logits = (logits - logits.max(dim=-1, keepdim=True).values) * scale
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -23,7 +23,7 @@ STAGE = __package__  # e.g. "stage2_bigram"
 
 
 # --8<-- [start:save]
-def save_checkpoint(path: str | Path, model: LanguageModel, tokenizer: CharTokenizer,
+def save_checkpoint(path: str | Path, model: torch.nn.Module, tokenizer: CharTokenizer,
                     step: int, **extra: object) -> Path:
     """Write atomically: a crash mid-write leaves the previous checkpoint intact."""
     path = Path(path)
@@ -89,4 +89,47 @@ def load_model(path: str | Path, device: str | torch.device = "cpu"
     except (TypeError, ValueError, RuntimeError, KeyError) as e:
         raise UserError(f"{path} does not match this stage's model: {str(e)[:300]}") from None
     return model.to(device).eval(), tokenizer, ckpt
+
+
+def check_vocab(ckpt: dict, tokenizer: CharTokenizer, path: str | Path = "checkpoint") -> None:
+    """Refuse to mix a checkpoint with data whose characters map to other ids."""
+    if ckpt["vocab"] != tokenizer.chars:
+        ours, theirs = set(tokenizer.chars), set(ckpt["vocab"])
+        raise UserError(
+            f"{path} was trained on another vocabulary ({len(theirs)} characters; "
+            f"{len(theirs - ours)} not in this data, {len(ours - theirs)} new in this data). "
+            "Use the same --data as the checkpoint, or train a new one in another --out-dir."
+        )
+
+
+def default_checkpoint(path: Path | None = None) -> Path:
+    """The checkpoint a tool reads when not told: best.pt (lowest val loss) in
+    ``out/<stage>/``, or the latest ckpt.pt beside it when there is no best.pt."""
+    path = path or Path("out") / STAGE / "best.pt"
+    if path.name == "best.pt" and not path.exists() and (path.parent / "ckpt.pt").exists():
+        return path.parent / "ckpt.pt"
+    return path
+
+
+def remove_stale_tmp(folder: Path) -> list[Path]:
+    """Delete half-written ``*.pt.<pid>.tmp`` files whose writer is no longer running."""
+    removed = []
+    for tmp in folder.glob("*.pt.*.tmp"):
+        pid = tmp.suffixes[-2].lstrip(".")
+        if pid.isdigit() and not _running(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # our own leftover from an earlier run in this process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, another user's
+    return True
 

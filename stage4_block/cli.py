@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,6 +35,37 @@ def positive_float(s: str) -> float:
     return v
 
 
+def non_negative_float(s: str) -> float:
+    v = float(s)
+    if not v >= 0 or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {s}")
+    return v
+
+
+def unit_interval(s: str) -> float:
+    """[0, 1): dropout probabilities, Adam's betas."""
+    v = float(s)
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {s}")
+    return v
+
+
+def open_fraction(s: str) -> float:
+    """(0, 1): the share of the text held out for validation."""
+    v = float(s)
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1 (exclusive), got {s}")
+    return v
+
+
+def temperature(s: str) -> float:
+    """>= 0 and finite: 0 means greedy."""
+    v = float(s)
+    if not v >= 0 or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"must be a number >= 0 (0 means greedy), got {s}")
+    return v
+
+
 def pick_device(name: str) -> str:
     """'auto' -> cuda if present, else mps (Apple silicon), else cpu."""
     available = {"cpu": True, "cuda": torch.cuda.is_available(),
@@ -48,4 +82,30 @@ def check_out_dir(path: Path) -> Path:
     """Fail before training, not after it, if the output folder cannot be made."""
     if path.exists() and not path.is_dir():
         raise UserError(f"--out-dir {path} exists and is not a folder; pick another path.")
+    existing = path
+    while not existing.exists():  # the nearest folder that exists: we will create the rest
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"--out-dir {path} cannot be made: {existing} is a file, not a folder. "
+                        "Pick another path.")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--out-dir {path} cannot be made: {existing} is not writable for you. "
+                        "Pick a folder you can write to.")
     return path
+
+
+def run_cli(parser: argparse.ArgumentParser, work: Callable[[argparse.Namespace], object],
+            argv: list[str] | None = None) -> None:
+    """Parse ``argv`` and run ``work(args)``: a ``UserError`` becomes one ``error:`` line
+    and exit code 2; a closed pipe (``... | head``) ends the program quietly."""
+    args = parser.parse_args(argv)
+    try:
+        work(args)
+        sys.stdout.flush()
+    except UserError as e:
+        parser.exit(2, f"error: {e}\n")
+    except BrokenPipeError:
+        # The reader went away. Point stdout at /dev/null so Python's own flush at exit
+        # does not raise the same error again, then stop like other Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)

@@ -1,29 +1,36 @@
-"""Draw where the trained model attends: python -m <stage>.visualize
+"""Look inside a trained model with figures: python -m <stage>.visualize
 
-Runs a prompt through a checkpoint and writes a heatmap per attention head:
-row i shows how much the prediction after character i draws on each earlier
-character j. Everything above the diagonal is 0 (the causal mask).
+Writes, into a ``figures/`` folder beside the checkpoint:
+
+- attention_grid.png: every layer x head attending over one prompt, one shared
+  0..1 colour scale (row i: how much the prediction after character i draws on
+  each earlier character j; above the diagonal is 0, the causal mask);
+- loss.png: train and val loss from log.jsonl.
+
+Every figure is a function that returns the PNG's path, so the docs can call
+them too.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import torch
 
-from .checkpoint import load_model
-from .cli import pick_device
+from .checkpoint import default_checkpoint, load_model
+from .cli import pick_device, run_cli
 from .data import load_text, split
 from .errors import UserError
 from .model import LanguageModel
-from .plots import plot_attention
+from .plots import plot_attention, plot_losses
 from .tokenizer import CharTokenizer
 
 
 def default_prompt(text: str, length: int) -> str:
-    """``length`` characters of held-out (validation) text, from the start of a line."""
+    """The first whole line of held-out (validation) text, cut to ``length`` characters."""
     _, val = split(torch.arange(len(text)))
     held_out = text[int(val[0]) :] if len(val) else text
     start = held_out.find("\n") + 1
@@ -31,10 +38,8 @@ def default_prompt(text: str, length: int) -> str:
     return line
 
 
-@torch.no_grad()
-def attention_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
-                     path: str | Path) -> Path:
-    """Forward ``prompt`` once and plot every head's attention weights."""
+def encode_prompt(model: LanguageModel, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
+    """Check ``prompt`` fits the model and turn it into a (1, T) batch on the model's device."""
     block_size = model.config.block_size
     if not prompt:
         raise UserError("the prompt is empty; give at least one character")
@@ -44,9 +49,19 @@ def attention_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str
             f"block_size={block_size}; use a shorter --prompt."
         )
     device = next(model.parameters()).device
+    return torch.tensor([tokenizer.encode(prompt)], device=device)  # (1, T)
+
+
+# --- attention ---------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def attention_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
+                     path: str | Path) -> Path:
+    """Forward ``prompt`` once and plot every head of every layer in one grid."""
+    idx = encode_prompt(model, tokenizer, prompt)
     model.eval()
-    model(torch.tensor([tokenizer.encode(prompt)], device=device))
-    maps = model.attention_maps()[0]  # (n_layer, n_head, T, T)
+    maps = model.attention_maps(idx)[0]  # (n_layer, n_head, T, T)
     L, H = maps.shape[:2]
     return plot_attention(
         maps, list(prompt), path, title=f"{__package__}: attention for {prompt!r}",
@@ -55,27 +70,102 @@ def attention_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+# --- training curves ---------------------------------------------------------------------
+
+
+def read_log(log_path: str | Path) -> list[dict]:
+    """Rows of log.jsonl (one JSON object per evaluation: step, train, val, lr, time)."""
+    log_path = Path(log_path)
+    if not log_path.is_file():
+        raise UserError(
+            f"no training log at {log_path}: loss.png is drawn from the log.jsonl that "
+            f"python -m {__package__}.train writes beside its checkpoints."
+        )
+    rows = []
+    for n, line in enumerate(log_path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            rows.append({"step": int(row["step"]), "train": float(row["train"]),
+                         "val": float(row["val"])})
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise UserError(f"{log_path} line {n} is not a log row with step/train/val: "
+                            f"{line[:80]!r}") from None
+    if not rows:
+        raise UserError(f"{log_path} is empty: train for at least one evaluation first.")
+    return rows
+
+
+def loss_figure(log_path: str | Path, path: str | Path, title: str | None = None) -> Path:
+    """Train and val loss curves from ``log_path`` (log.jsonl)."""
+    return plot_losses(read_log(log_path), path,
+                       title=title or f"{__package__}: loss during training")
+
+
+# --- everything at once ------------------------------------------------------------------
+
+
+def write_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
+                  out_dir: str | Path, log_path: str | Path | None = None) -> list[Path]:
+    """Write every figure into ``out_dir``; loss.png only when ``log_path`` is given."""
+    out_dir = Path(out_dir)
+    encode_prompt(model, tokenizer, prompt)  # fail on a bad prompt or log before drawing
+    if log_path is not None:
+        read_log(log_path)
+    paths = [attention_figure(model, tokenizer, prompt, out_dir / "attention_grid.png")]
+    if log_path is not None:
+        paths.append(loss_figure(log_path, out_dir / "loss.png"))
+    return paths
+
+
+def prompt_from_checkpoint(ckpt: dict, length: int) -> str:
+    """A line of held-out text from the data the checkpoint was trained on."""
+    data = ckpt.get("args", {}).get("data", "en")
+    try:
+        text = load_text(data)
+    except UserError as e:
+        raise UserError(f"cannot read the training text to pick a prompt ({e}); "
+                        "pass one with --prompt.") from None
+    return default_prompt(text, length)
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.visualize",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "ckpt.pt", help="checkpoint to load")
-    p.add_argument("--prompt", default=None, help="text to look at (default: a line of held-out text)")
-    p.add_argument("--out", type=Path, default=None, help="PNG to write (default: attention.png beside the checkpoint)")
-    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to run")
-    args = p.parse_args(argv)
-    try:
-        model, tokenizer, ckpt = load_model(args.ckpt, pick_device(args.device))
-        prompt = args.prompt
-        if prompt is None:
-            prompt = default_prompt(load_text(ckpt.get("args", {}).get("data", "en")),
-                                    min(model.config.block_size, 24))
-        png = attention_figure(model, tokenizer, prompt, args.out or args.ckpt.parent / "attention.png")
-    except UserError as e:
-        p.exit(2, f"error: {e}\n")
-    print(f"attention heatmap: {png}")
+    p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt",
+                   help="checkpoint to load (best.pt: lowest val loss, or ckpt.pt beside it "
+                        "when there is none)")
+    p.add_argument("--prompt", default=None,
+                   help="text to look at; if not given, a line of held-out training text "
+                        "cut to min(block_size, 24) characters")
+    p.add_argument("--out-dir", type=Path, default=None,
+                   help="folder for the PNGs; if not given, figures/ beside the checkpoint")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
+                   help="where to run")
+    return p
+
+
+def visualize(args: argparse.Namespace) -> list[Path]:
+    ckpt_path = default_checkpoint(args.ckpt)
+    model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
+    prompt = args.prompt
+    if prompt is None:
+        prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 24))
+    out_dir = args.out_dir or ckpt_path.parent / "figures"
+    log = ckpt_path.parent / "log.jsonl"
+    paths = write_figures(model, tokenizer, prompt, out_dir, log if log.is_file() else None)
+    print(f"checkpoint: {ckpt_path}\nprompt:     {prompt!r}\nfigures in {out_dir}:")
+    for path in paths:
+        print(f"  {path}")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_cli(build_parser(), visualize, argv)
 
 
 if __name__ == "__main__":

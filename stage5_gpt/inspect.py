@@ -20,13 +20,13 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from .checkpoint import load_model
-from .cli import pick_device, positive_int
+from .checkpoint import default_checkpoint, load_model
+from .cli import pick_device, positive_int, run_cli
 from .errors import UserError
 from .model import GPT
 from .plots import token_label
 from .tokenizer import CharTokenizer
-from .visualize import DEFAULT_CKPT, encode_prompt, prompt_from_checkpoint, resolve_checkpoint
+from .visualize import encode_prompt, prompt_from_checkpoint
 
 MAX_PROMPT = 16  # wider T x T matrices do not fit a terminal
 SHOW_DIMS = 8  # columns shown of x, q, k, v and the output
@@ -70,21 +70,14 @@ def explain_head(model: GPT, tokenizer: CharTokenizer, prompt: str, layer: int,
     model.eval()
     trace: list[dict] = []
     model(idx, trace=trace)
-    # The attention layer reads ln_1 of the residual stream as it enters the block.
-    t = model.transformer
-    if layer == 0:
-        resid = t.wte(idx) + t.wpe(torch.arange(idx.shape[1], device=idx.device))  # (1, T, C)
-    else:
-        resid = trace[layer - 1]["resid"]
-    x = t.h[layer].ln_1(resid)  # (1, T, C)
-    step = trace[layer]
+    step = trace[layer]  # step["x"]: what the attention read, ln_1 of the residual stream
     pick = {name: step[name][0, head].float().cpu()  # (T, hs) or (T, T)
             for name in ("q", "k", "v", "scores", "scaled", "masked", "weights", "heads_out")}
     return {
         "prompt": prompt,
         "tokens": list(prompt),
         "ids": idx[0].cpu(),
-        "x": x[0].float().cpu(),
+        "x": step["x"][0].float().cpu(),
         **pick,
         "layer": layer,
         "head": head,
@@ -197,14 +190,15 @@ def format_explanation(result: dict, dims: int = SHOW_DIMS) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.inspect",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--ckpt", type=Path, default=DEFAULT_CKPT,
-                   help="checkpoint to load (best.pt falls back to ckpt.pt beside it)")
+    p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt",
+                   help="checkpoint to load (best.pt: lowest val loss, or ckpt.pt beside it "
+                        "when there is none)")
     p.add_argument("--prompt", default=None,
                    help=f"a few characters, at most {MAX_PROMPT}; if not given, the first 8 "
                         "characters of a line of held-out training text")
@@ -214,18 +208,23 @@ def main(argv: list[str] | None = None) -> None:
                    help="columns shown of x, q, k, v and the output")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="where to run")
-    args = p.parse_args(argv)
-    try:
-        ckpt_path = resolve_checkpoint(args.ckpt)
-        model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
-        prompt = args.prompt
-        if prompt is None:
-            prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 8))
-        result = explain_head(model, tokenizer, prompt, args.layer, args.head)
-    except UserError as e:
-        p.exit(2, f"error: {e}\n")
+    return p
+
+
+def inspect(args: argparse.Namespace) -> dict:
+    ckpt_path = default_checkpoint(args.ckpt)
+    model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
+    prompt = args.prompt
+    if prompt is None:
+        prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 8))
+    result = explain_head(model, tokenizer, prompt, args.layer, args.head)
     print(f"checkpoint: {ckpt_path}")
     print(format_explanation(result, args.dims))
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_cli(build_parser(), inspect, argv)
 
 
 if __name__ == "__main__":

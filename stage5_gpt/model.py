@@ -17,6 +17,7 @@ when we want to look inside.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -90,7 +91,7 @@ class CausalSelfAttention(nn.Module):
             masked = scaled.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
             weights = F.softmax(masked, dim=-1)
             y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
-            trace.update(q=q, k=k, v=v, scores=scores, scaled=scaled, masked=masked,
+            trace.update(x=x, q=q, k=k, v=v, scores=scores, scaled=scaled, masked=masked,
                          weights=weights, heads_out=y)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side: (B, T, C)
         return self.resid_dropout(self.c_proj(y))
@@ -175,21 +176,27 @@ class GPT(nn.Module):
                 f"sequence of {T} tokens is longer than block_size={self.config.block_size}; "
                 "crop it to the last block_size tokens (generate() does this for you)."
             )
-        pos = torch.arange(T, device=idx.device)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C)
-        x = self.transformer.drop(x)
+        x = self.transformer.drop(self.embed(idx))  # (B, T, C)
         for block in self.transformer.h:
             layer = None if trace is None else {}
             x = block(x, layer)
             if layer is not None:
                 layer["resid"] = x  # the residual stream after this block, (B, T, C)
                 trace.append(layer)
-        x = self.transformer.ln_f(x)
-        logits = self.lm_head(x)  # (B, T, vocab_size)
+        logits = self.readout(x)  # (B, T, vocab_size)
         if targets is None:
             return logits, None
         loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
         return logits, loss
+
+    def embed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token plus position embeddings: (B, T) ids -> (B, T, C), the residual stream's start."""
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        return self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C) + (T, C)
+
+    def readout(self, x: torch.Tensor) -> torch.Tensor:
+        """The final LayerNorm and lm_head: residual stream (..., C) -> logits (..., vocab_size)."""
+        return self.lm_head(self.transformer.ln_f(x))
 # --8<-- [end:gpt]
 
     # --8<-- [start:param_breakdown]
@@ -226,22 +233,27 @@ class GPT(nn.Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
-    ):
+    ) -> Iterator[torch.Tensor]:
         """Yield each new token (B, 1) as soon as it is sampled."""
         for _ in range(max_new_tokens):
             idx_cond = idx[:, -self.config.block_size :]  # the model sees at most block_size
             logits, _ = self(idx_cond)  # (B, T, V)
-            idx_next = sample_next(logits[:, -1, :], temperature, top_k, generator)  # (B, 1)
-            idx = torch.cat((idx, idx_next), dim=1)
+            logits = logits[:, -1, :]  # only the last position predicts the next token
+            idx_next = sample_next(logits, temperature, top_k, generator)  # (B, 1)
+            idx = torch.cat((idx, idx_next), dim=1)  # (B, T + 1)
             yield idx_next
 
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
                  top_k: int | None = None, generator: torch.Generator | None = None
                  ) -> torch.Tensor:
-        """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens."""
+        """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens, one at a time."""
         new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator))
         return torch.cat([idx, *new], dim=1)
     # --8<-- [end:generate]
+
+
+# The names every stage's checkpoint.py and visualize.py use for "this stage's model".
+LanguageModel, ModelConfig = GPT, GPTConfig
 
 
 # --8<-- [start:sample_next]
@@ -262,7 +274,11 @@ def sample_next(
         raise UserError(f"top_k must be at least 1, got {top_k}")
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    # Shift so the largest logit is 0, then scale by 1/temperature (capped at the largest
+    # float): a tiny temperature pushes the others to a huge negative number (probability
+    # 0, near-greedy) instead of overflowing to inf - inf = nan.
+    scale = min(1.0 / temperature, torch.finfo(logits.dtype).max)
+    logits = (logits - logits.max(dim=-1, keepdim=True).values) * scale
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.size(-1))).values[:, [-1]]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))

@@ -1,12 +1,12 @@
-"""Look inside a trained GPT with figures: python -m <stage>.visualize
+"""Look inside a trained model with figures: python -m <stage>.visualize
 
 Writes, into a ``figures/`` folder beside the checkpoint:
 
 - attention_grid.png: every layer x head attending over one prompt, one shared
   0..1 colour scale (row i: how much the prediction after character i draws on
   each earlier character j; above the diagonal is 0, the causal mask);
-- attention_layer{i}.png: the same, one file per layer;
 - loss.png: train and val loss from log.jsonl;
+- attention_layer{i}.png: the same attention, one file per layer;
 - position_similarity.png: how alike the learned position embeddings are;
 - layer_predictions.png: the "logit lens": what the model would predict if it
   stopped after each block, so we see the prediction sharpen layer by layer.
@@ -25,15 +25,13 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from .checkpoint import load_model
-from .cli import pick_device
+from .checkpoint import default_checkpoint, load_model
+from .cli import pick_device, run_cli
 from .data import load_text, split
 from .errors import UserError
-from .model import GPT
+from .model import LanguageModel
 from .plots import plot_attention, plot_losses, plt, token_label, use_cjk_font  # plt: Agg
 from .tokenizer import CharTokenizer
-
-DEFAULT_CKPT = Path("out") / __package__ / "best.pt"
 
 
 def default_prompt(text: str, length: int) -> str:
@@ -45,7 +43,7 @@ def default_prompt(text: str, length: int) -> str:
     return line
 
 
-def encode_prompt(model: GPT, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
+def encode_prompt(model: LanguageModel, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
     """Check ``prompt`` fits the model and turn it into a (1, T) batch on the model's device."""
     block_size = model.config.block_size
     if not prompt:
@@ -71,7 +69,7 @@ def _save(fig, path: str | Path) -> Path:
 
 
 @torch.no_grad()
-def attention_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
+def attention_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
                      path: str | Path) -> Path:
     """Forward ``prompt`` once and plot every head of every layer in one grid."""
     idx = encode_prompt(model, tokenizer, prompt)
@@ -86,7 +84,7 @@ def attention_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
 
 
 @torch.no_grad()
-def attention_layer_figures(model: GPT, tokenizer: CharTokenizer, prompt: str,
+def attention_layer_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
                             out_dir: str | Path) -> list[Path]:
     """One PNG per layer, its heads side by side: ``out_dir/attention_layer{i}.png``."""
     idx = encode_prompt(model, tokenizer, prompt)
@@ -138,14 +136,14 @@ def loss_figure(log_path: str | Path, path: str | Path, title: str | None = None
 
 
 @torch.no_grad()
-def position_similarity(model: GPT) -> torch.Tensor:
+def position_similarity(model: LanguageModel) -> torch.Tensor:
     """Cosine similarity of every pair of learned position embeddings: (block_size, block_size)."""
     wpe = model.transformer.wpe.weight.detach().float().cpu()  # (block_size, C)
     unit = F.normalize(wpe, dim=-1)
     return unit @ unit.T
 
 
-def position_similarity_figure(model: GPT, path: str | Path) -> Path:
+def position_similarity_figure(model: LanguageModel, path: str | Path) -> Path:
     """Heatmap of ``position_similarity`` plus its average by distance |i - j|."""
     use_cjk_font()
     sim = position_similarity(model)
@@ -180,7 +178,7 @@ def position_similarity_figure(model: GPT, path: str | Path) -> Path:
 
 
 @torch.no_grad()
-def logit_lens(model: GPT, tokenizer: CharTokenizer, prompt: str) -> dict:
+def logit_lens(model: LanguageModel, tokenizer: CharTokenizer, prompt: str) -> dict:
     """Read the residual stream out through ln_f and lm_head after every block.
 
     Returns ``probs`` (n_layer + 1, T, V): row 0 reads the embeddings (no block
@@ -193,11 +191,9 @@ def logit_lens(model: GPT, tokenizer: CharTokenizer, prompt: str) -> dict:
     model.eval()
     trace: list[dict] = []
     model(idx, trace=trace)
-    t = model.transformer
-    pos = torch.arange(idx.shape[1], device=idx.device)
-    streams = [t.wte(idx) + t.wpe(pos)] + [layer["resid"] for layer in trace]  # each (1, T, C)
+    streams = [model.embed(idx)] + [layer["resid"] for layer in trace]  # each (1, T, C)
     resid = torch.cat(streams, dim=0)  # (n_layer + 1, T, C)
-    probs = F.softmax(model.lm_head(t.ln_f(resid)), dim=-1).float().cpu()  # (L + 1, T, V)
+    probs = F.softmax(model.readout(resid), dim=-1).float().cpu()  # (L + 1, T, V)
     ids = idx[0].cpu()
     targets = ids[1:]  # (T - 1,) the next character at each position but the last
     target_probs = probs[:, :-1, :].gather(
@@ -212,7 +208,7 @@ def logit_lens(model: GPT, tokenizer: CharTokenizer, prompt: str) -> dict:
     }
 
 
-def layer_predictions_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
+def layer_predictions_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
                              path: str | Path) -> Path:
     """Heatmap: probability of the true next character, per position and per layer.
 
@@ -252,12 +248,11 @@ def layer_predictions_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
 # --- everything at once ------------------------------------------------------------------
 
 
-def write_figures(model: GPT, tokenizer: CharTokenizer, prompt: str, out_dir: str | Path,
-                  log_path: str | Path | None = None) -> list[Path]:
+def write_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
+                  out_dir: str | Path, log_path: str | Path | None = None) -> list[Path]:
     """Write every figure into ``out_dir``; loss.png only when ``log_path`` is given."""
     out_dir = Path(out_dir)
-    # Fail on a bad prompt or log before drawing anything.
-    encode_prompt(model, tokenizer, prompt)
+    encode_prompt(model, tokenizer, prompt)  # fail on a bad prompt or log before drawing
     if len(prompt) < 2:
         raise UserError("give a prompt of at least 2 characters: layer_predictions.png checks "
                         "each guess against the character that follows")
@@ -273,13 +268,6 @@ def write_figures(model: GPT, tokenizer: CharTokenizer, prompt: str, out_dir: st
     return paths
 
 
-def resolve_checkpoint(path: Path) -> Path:
-    """best.pt if it exists, else the latest ckpt.pt in the same folder."""
-    if path.name == "best.pt" and not path.exists() and (path.parent / "ckpt.pt").exists():
-        return path.parent / "ckpt.pt"
-    return path
-
-
 def prompt_from_checkpoint(ckpt: dict, length: int) -> str:
     """A line of held-out text from the data the checkpoint was trained on."""
     data = ckpt.get("args", {}).get("data", "en")
@@ -291,14 +279,15 @@ def prompt_from_checkpoint(ckpt: dict, length: int) -> str:
     return default_prompt(text, length)
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.visualize",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--ckpt", type=Path, default=DEFAULT_CKPT,
-                   help="checkpoint to load (best.pt falls back to ckpt.pt beside it)")
+    p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt",
+                   help="checkpoint to load (best.pt: lowest val loss, or ckpt.pt beside it "
+                        "when there is none)")
     p.add_argument("--prompt", default=None,
                    help="text to look at; if not given, a line of held-out training text "
                         "cut to min(block_size, 24) characters")
@@ -306,21 +295,26 @@ def main(argv: list[str] | None = None) -> None:
                    help="folder for the PNGs; if not given, figures/ beside the checkpoint")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="where to run")
-    args = p.parse_args(argv)
-    try:
-        ckpt_path = resolve_checkpoint(args.ckpt)
-        model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
-        prompt = args.prompt
-        if prompt is None:
-            prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 24))
-        out_dir = args.out_dir or ckpt_path.parent / "figures"
-        paths = write_figures(model, tokenizer, prompt, out_dir,
-                              log_path=ckpt_path.parent / "log.jsonl")
-    except UserError as e:
-        p.exit(2, f"error: {e}\n")
+    return p
+
+
+def visualize(args: argparse.Namespace) -> list[Path]:
+    ckpt_path = default_checkpoint(args.ckpt)
+    model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
+    prompt = args.prompt
+    if prompt is None:
+        prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 24))
+    out_dir = args.out_dir or ckpt_path.parent / "figures"
+    log = ckpt_path.parent / "log.jsonl"
+    paths = write_figures(model, tokenizer, prompt, out_dir, log if log.is_file() else None)
     print(f"checkpoint: {ckpt_path}\nprompt:     {prompt!r}\nfigures in {out_dir}:")
     for path in paths:
         print(f"  {path}")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    run_cli(build_parser(), visualize, argv)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def test_sample_help_documents_defaults(capsys):
         (["--eval-iters", "0"], "must be a whole number >= 1"),
         (["--max-iters", "ten"], "invalid non_negative_int value"),
         (["--device", "tpu"], "invalid choice"),
-        (["--val-fraction", "0"], "val_fraction"),
+        (["--val-fraction", "0"], "between 0 and 1"),
         (["--data", "missing.txt"], "no such file: missing.txt"),
         (["--block-size", "4000"], "the train split has"),
     ],
@@ -148,8 +148,8 @@ def ckpt_zh(trained_zh):
 
 def test_train_end_to_end(trained_zh):
     out, stdout = trained_zh
-    assert sorted(p.name for p in out.iterdir()) == ["ckpt.pt", "loss.png", "metrics.json",
-                                                     "vocab.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "ckpt.pt", "log.jsonl",
+                                                     "loss.png", "metrics.json", "vocab.json"]
     assert (out / "loss.png").read_bytes().startswith(PNG_MAGIC)
 
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
@@ -206,7 +206,7 @@ def test_sample_unknown_prompt_character(capsys, ckpt_zh):
     "args, fragment",
     [
         (["--prompt", ""], "--prompt is empty"),
-        (["--temperature", "-1"], "--temperature must be >= 0"),
+        (["--temperature", "-1"], "--temperature: must be a number >= 0"),
         (["--top-k", "0"], "must be a whole number >= 1"),
         (["--tokens", "-5"], "must be a whole number >= 0"),
     ],
@@ -250,7 +250,7 @@ def test_ctrl_c_stops_training_and_still_saves(background):
     assert "step     0: train loss" in run.stdout, run.stdout + run.stderr  # it was training
     assert run.returncode == 0, run.stderr
     assert "Traceback" not in run.stderr
-    assert "interrupted at step" in run.stdout and "saving what we have" in run.stdout
+    assert "Ctrl-C: stopping at step" in run.stdout and "--resume" in run.stdout
     model, _, ckpt = load_model(out / "ckpt.pt")
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["interrupted"] is True

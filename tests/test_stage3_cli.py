@@ -45,13 +45,14 @@ def start_background_runs(runs, folder):
     corpus = folder / "tiny.txt"
     corpus.write_text(TINY_TEXT, encoding="utf-8")
     ckpt = save_tiny_checkpoint(folder / "saved", corpus)
-    PATHS.update(folder=folder, out=folder / "out", ckpt=ckpt, png=folder / "heat.png")
+    PATHS.update(folder=folder, out=folder / "out", ckpt=ckpt, png=folder / "figs" / "attention_grid.png")
     runs.start("stage3.train", "stage3_attention.train", *TINY_ARGS, "--data", corpus,
                "--out-dir", PATHS["out"], cwd=folder)
     runs.start("stage3.sample", "stage3_attention.sample", "--ckpt", ckpt, "--prompt", "\n",
                "--tokens", 20, "--seed", 7, "--device", "cpu", cwd=folder)
     runs.start("stage3.visualize", "stage3_attention.visualize", "--ckpt", ckpt,
-               "--prompt", "the cat", "--out", PATHS["png"], "--device", "cpu", cwd=folder)
+               "--prompt", "the cat", "--out-dir", PATHS["png"].parent, "--device", "cpu",
+               cwd=folder)
 
 
 # --- end to end in a fresh interpreter ----------------------------------------------------
@@ -111,7 +112,8 @@ def test_visualize_cli_writes_a_png_and_prints_its_path(background):
     run = background["stage3.visualize"]
     assert run.returncode == 0, run.stderr
     assert PATHS["png"].read_bytes()[:8] == PNG_MAGIC
-    assert run.stdout.strip() == f"attention heatmap: {PATHS['png']}"
+    assert run.stdout.strip().splitlines()[-1].strip() == str(PATHS["png"])
+    assert f"checkpoint: {PATHS['ckpt']}" in run.stdout and "'the cat'" in run.stdout
 
 
 # --- in-process runs: quick, and the same code paths ----------------------------------------
@@ -173,7 +175,7 @@ def test_train_with_sinusoidal_positions(capsys, corpus_file, tmp_path):
         (["--n-embd", "0"], ["--n-embd", ">= 1"]),
         (["--pos", "bogus"], ["--pos", "bogus"]),
         (["--block-size", "5000"], ["block_size=5000"]),
-        (["--val-fraction", "1.5"], ["val_fraction"]),
+        (["--val-fraction", "1.5"], ["--val-fraction", "between 0 and 1"]),
     ],
 )
 def test_train_bad_values_exit_2(capsys, corpus_file, tmp_path, argv, fragments):
@@ -204,8 +206,11 @@ def test_train_on_missing_cuda_exits_2(capsys, corpus_file, tmp_path):
 
 def test_visualize_default_prompt_comes_from_the_training_text(capsys, tiny_ckpt):
     visualize_cli.main(["--ckpt", str(tiny_ckpt), "--device", "cpu"])
-    png = tiny_ckpt.parent / "attention.png"
-    assert capsys.readouterr().out.strip() == f"attention heatmap: {png}"
+    png = tiny_ckpt.parent / "figures" / "attention_grid.png"  # figures/ beside the checkpoint
+    printed = capsys.readouterr().out
+    assert printed.strip().splitlines()[-1].strip() == str(png)
+    prompt = printed.split("prompt:", 1)[1].splitlines()[0].strip().strip("'")
+    assert prompt and prompt in TINY_TEXT and "\n" not in prompt
     assert png.read_bytes()[:8] == PNG_MAGIC
 
 
@@ -219,8 +224,8 @@ def test_visualize_default_prompt_comes_from_the_training_text(capsys, tiny_ckpt
 )
 def test_visualize_bad_prompt_exits_2(capsys, tiny_ckpt, prompt, fragments):
     _error(capsys, visualize_cli.main, "--ckpt", tiny_ckpt, "--prompt", prompt,
-           "--out", tiny_ckpt.parent / "x.png", "--device", "cpu", fragments=fragments)
-    assert not (tiny_ckpt.parent / "x.png").exists()
+           "--out-dir", tiny_ckpt.parent / "x", "--device", "cpu", fragments=fragments)
+    assert not (tiny_ckpt.parent / "x").exists()
 
 
 def test_sample_long_prompt_is_cropped_not_refused(capsys, tiny_ckpt):

@@ -74,10 +74,9 @@ def test_logits_on_a_shared_prefix_do_not_depend_on_what_follows(pos):
 def test_attention_rows_sum_to_one_and_nothing_above_the_diagonal(pos):
     model = make_model(pos, std=0.5)
     idx = torch.randint(11, (2, 7), generator=torch.Generator().manual_seed(2))
-    model(idx)
+    maps = model.attention_maps(idx)
     wei = model.sa_head.last_attention
     assert wei.shape == (2, 7, 7)
-    maps = model.attention_maps()
     assert maps.shape == (2, 1, 1, 7, 7)
     assert torch.equal(maps[:, 0, 0], wei)
     assert torch.allclose(wei.sum(-1), torch.ones(2, 7), atol=1e-6)
@@ -87,9 +86,11 @@ def test_attention_rows_sum_to_one_and_nothing_above_the_diagonal(pos):
     assert torch.allclose(wei[:, 0, 0], torch.ones(2))  # the first token can only see itself
 
 
-def test_attention_maps_before_any_forward_pass_is_an_error():
-    with pytest.raises(RuntimeError, match="forward"):
-        make_model().attention_maps()
+def test_attention_maps_are_those_of_the_given_tokens():
+    model = make_model(std=0.5)
+    a, b = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[4, 3, 2, 1]])
+    assert not torch.equal(model.attention_maps(a), model.attention_maps(b))
+    assert torch.equal(model.attention_maps(a), model.attention_maps(a))
 
 
 def test_head_equals_torch_scaled_dot_product_attention():
@@ -392,7 +393,7 @@ def test_attention_figure_writes_a_png(tiny_model_and_tokenizer, tmp_path):
     path = attention_figure(model, tok, "the cat", tmp_path / "sub" / "att.png")
     assert path == tmp_path / "sub" / "att.png"
     assert path.read_bytes()[:8] == PNG_MAGIC
-    assert model.attention_maps().shape == (1, 1, 1, 7, 7)  # it ran the prompt once
+    assert model.sa_head.last_attention.shape == (1, 7, 7)  # it ran the prompt once
 
 
 @pytest.mark.parametrize(

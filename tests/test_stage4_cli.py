@@ -106,10 +106,11 @@ def test_heads_form_trains_samples_without_dropout_and_visualizes(capsys, tmp_pa
     assert any(k.startswith("blocks.1.attn.heads.1.query") for k in ckpt["model"])
     assert (out / "attention.png").read_bytes()[:8] == PNG_MAGIC
 
-    png = tmp_path / "again.png"
-    visualize_cli.main(["--ckpt", str(out / "ckpt.pt"), "--prompt", "the cat", "--out", str(png),
-                        "--device", "cpu"])
-    assert capsys.readouterr().out.strip() == f"attention heatmap: {png}"
+    png = tmp_path / "again" / "attention_grid.png"
+    visualize_cli.main(["--ckpt", str(out / "ckpt.pt"), "--prompt", "the cat", "--out-dir",
+                        str(png.parent), "--device", "cpu"])
+    printed = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    assert str(png) in printed and str(png.parent / "loss.png") in printed  # log.jsonl is there
     assert png.read_bytes()[:8] == PNG_MAGIC
     sample_cli.main(["--ckpt", str(out / "ckpt.pt"), "--prompt", "the ", "--tokens", "10",
                      "--device", "cpu"])

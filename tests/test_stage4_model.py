@@ -337,8 +337,7 @@ def test_overfits_one_batch(norm):
 @pytest.mark.parametrize("attention", ATTENTIONS)
 def test_attention_maps_shape_rows_and_mask(attention):
     model = randomize(LanguageModel(config(n_layer=3, n_head=2, attention=attention)), seed=14)
-    model(torch.randint(11, (2, 6)))
-    maps = model.attention_maps()
+    maps = model.attention_maps(torch.randint(11, (2, 6)))
     assert maps.shape == (2, 3, 2, 6, 6)  # (B, n_layer, n_head, T, T)
     assert torch.allclose(maps.sum(-1), torch.ones(2, 3, 2, 6), atol=1e-5)
     upper = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)
@@ -350,10 +349,11 @@ def test_attention_maps_shape_rows_and_mask(attention):
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
-def test_attention_maps_before_a_forward_pass_says_so(attention):
-    model = LanguageModel(config(attention=attention))
-    with pytest.raises(RuntimeError, match="forward"):
-        model.attention_maps()
+def test_attention_maps_are_those_of_the_given_tokens(attention):
+    model = randomize(LanguageModel(config(attention=attention)), seed=3)
+    a, b = torch.tensor([[1, 2, 3, 4]]), torch.tensor([[4, 3, 2, 1]])
+    assert not torch.equal(model.attention_maps(a), model.attention_maps(b))
+    assert torch.equal(model.attention_maps(a), model.attention_maps(a))
 
 
 def test_forward_longer_than_block_size_is_a_user_error():

@@ -26,6 +26,7 @@ import torch
 from conftest import assert_user_error, finish, module_env, start_module
 from torch.nn import functional as F
 
+from stage5_gpt.checkpoint import default_checkpoint
 from stage5_gpt.errors import UserError
 from stage5_gpt.inspect import explain_head, format_explanation
 from stage5_gpt.model import GPT, GPTConfig
@@ -35,7 +36,6 @@ from stage5_gpt.visualize import (
     logit_lens,
     loss_figure,
     position_similarity,
-    resolve_checkpoint,
     write_figures,
 )
 
@@ -147,11 +147,11 @@ def test_missing_or_broken_log_is_a_user_error(tiny, tmp_path):
 
 def test_checkpoint_falls_back_from_best_to_latest(tmp_path):
     best = tmp_path / "best.pt"
-    assert resolve_checkpoint(best) == best  # neither exists: load_model will say so
+    assert default_checkpoint(best) == best  # neither exists: load_model will say so
     (tmp_path / "ckpt.pt").touch()
-    assert resolve_checkpoint(best) == tmp_path / "ckpt.pt"
+    assert default_checkpoint(best) == tmp_path / "ckpt.pt"
     best.touch()
-    assert resolve_checkpoint(best) == best
+    assert default_checkpoint(best) == best
 
 
 # --- explain_head ------------------------------------------------------------------------

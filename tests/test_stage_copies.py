@@ -16,7 +16,8 @@ from conftest import REPO_ROOT, STAGES, existing_stages
 
 # later stage -> {file relative to the stage folder: why it differs from the previous stage}
 CHANGED: dict[str, dict[str, str]] = {
-    "stage2_bigram": {},  # only adds files (model, train, sample, checkpoint, plots, cli)
+    # only adds files (model, train, harness, sample, checkpoint, plots, cli)
+    "stage2_bigram": {},
     "stage3_attention": {
         "model.py": "embeddings + one causal self-attention head replace the bigram table",
         "plots.py": "adds plot_attention, the heatmap of attention weights",
@@ -28,10 +29,7 @@ CHANGED: dict[str, dict[str, str]] = {
     },
     "stage5_gpt": {
         "model.py": "GPT: final LayerNorm, GPT-2 init, weight tying, SDPA + traced explicit path",
-        "train.py": "AdamW groups, warmup + cosine, clipping, best/latest, exact --resume, log",
-        "checkpoint.py": "loads GPT/GPTConfig; check_vocab for --resume",
-        "cli.py": "validators for the new optimizer flags",
-        "sample.py": "streams characters as they are sampled; defaults to best.pt",
+        "train.py": "GPT flags; its recipe: AdamW decay groups, warmup + cosine, clipping",
         "visualize.py": "every layer x head, loss curves, position similarity, logit lens",
     },
 }

@@ -1,0 +1,296 @@
+"""The training harness: what a real run needs around the training loop.
+
+Skip this file on a first reading: ``train.py`` is the training loop, and this
+module is the bookkeeping it leans on. It is the same file, byte for byte, in
+every stage from 2 to 5, so the diffs between stages show only the model.
+
+What it does for a run (``Run``):
+
+- checks ``--out-dir`` before any work, and removes half-written checkpoint files
+  that a killed process left there;
+- ``--resume``: restores the flags of the data, model and training groups, the
+  weights, the optimizer, the random number generators and the loss history, so
+  the run continues exactly where it stopped;
+- every ``--eval-interval`` steps: the train and val loss on fixed batches, one
+  row in ``log.jsonl``, the latest checkpoint ``ckpt.pt`` and, when val improved,
+  ``best.pt`` (both written atomically);
+- a divergence guard: a loss that is nan or inf stops the run with a message,
+  before anything is saved, so the last checkpoint on disk is a good one;
+- Ctrl-C stops at the next step boundary and saves a resumable checkpoint;
+- at the end: ``loss.png``, ``vocab.json``, ``metrics.json`` and a sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from .checkpoint import check_vocab, load_checkpoint, remove_stale_tmp, save_checkpoint
+from .cli import check_out_dir, pick_device
+from .data import Corpus, check_length, get_batch
+from .errors import UserError
+from .plots import plot_losses
+from .tokenizer import CharTokenizer
+
+# --resume takes every flag of these argument groups from the checkpoint.
+RESUMED_GROUPS = ("data", "model", "training")
+RESUME_KEYS = ("args", "vocab", "optimizer", "rng", "history", "best_val")
+
+
+def resumed_flags(parser: argparse.ArgumentParser) -> list[str]:
+    """The ``dest`` of every flag that ``--resume`` restores, read off the parser."""
+    return [a.dest for g in parser._action_groups if g.title in RESUMED_GROUPS
+            for a in g._group_actions]
+
+
+def plain_args(args: argparse.Namespace) -> dict:
+    """The flags as JSON-able typed values (paths become strings), for checkpoints."""
+    return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+
+
+# --8<-- [start:estimate_loss]
+@torch.no_grad()
+def estimate_loss(model: torch.nn.Module, splits: dict[str, torch.Tensor],
+                  args: argparse.Namespace, device: str) -> dict[str, float]:
+    """Mean loss over ``eval_iters`` batches per split; the same batches every call."""
+    model.eval()
+    out = {}
+    for name, data in splits.items():
+        g = torch.Generator().manual_seed(args.seed)
+        losses = [model(*get_batch(data, args.batch_size, args.block_size, g, device))[1].item()
+                  for _ in range(args.eval_iters)]
+        out[name] = sum(losses) / len(losses)
+    model.train()
+    return out
+# --8<-- [end:estimate_loss]
+
+
+def sample_text(model: torch.nn.Module, tokenizer: CharTokenizer, n: int, seed: int,
+                device: str) -> str:
+    """``n`` characters sampled after a newline, with dropout off."""
+    start = "\n" if "\n" in tokenizer.stoi else tokenizer.chars[0]
+    idx = torch.tensor([tokenizer.encode(start)], device=device)
+    model.eval()
+    out = model.generate(idx, n, generator=torch.Generator(device).manual_seed(seed))
+    model.train()
+    return tokenizer.decode(out[0, 1:].tolist())
+
+
+# --8<-- [start:rng]
+def rng_state(batches: torch.Generator) -> dict:
+    state = {"torch": torch.get_rng_state(), "batches": batches.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict, batches: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    batches.set_state(state["batches"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+# --8<-- [end:rng]
+
+
+# --8<-- [start:stopflag]
+class StopFlag:
+    """Ctrl-C sets a flag; the loop stops at the next step boundary, so the saved
+    model and optimizer are always a consistent, resumable pair."""
+
+    def __init__(self):
+        self.stop = False
+
+    def __enter__(self):
+        self.previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def _handler(self, signum, frame):
+        if self.stop:  # a second Ctrl-C: the user really wants out now
+            raise KeyboardInterrupt
+        self.stop = True
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGINT, self.previous)
+# --8<-- [end:stopflag]
+
+
+class Run:
+    """One training run: ``Run(args, parser)``, ``start(model, optimizer)``,
+    ``for step in steps(): ...``, ``finish()``."""
+
+    def __init__(self, args: argparse.Namespace, parser: argparse.ArgumentParser):
+        self.args = args
+        self.out = check_out_dir(Path(args.out_dir))
+        self.ckpt_path = self.out / "ckpt.pt"
+        remove_stale_tmp(self.out)
+        self.resume = self._restore_flags(parser) if args.resume else None
+        self.device = pick_device(args.device)
+        torch.manual_seed(args.seed)
+        tokenizer = CharTokenizer(self.resume["vocab"]) if self.resume else None
+        self.corpus = Corpus.load(args.data, args.val_fraction, tokenizer)
+        if self.resume:
+            check_vocab(self.resume, CharTokenizer.from_text(self.corpus.text), self.ckpt_path)
+        check_length(self.corpus.train, args.block_size, "train")
+        check_length(self.corpus.val, args.block_size, "val")
+        self.vocab_size = self.corpus.tokenizer.vocab_size
+        self.batches = torch.Generator().manual_seed(args.seed)
+        self.history: list[dict] = []
+        self.best_val, self.best_step, self.step = float("inf"), None, 0
+
+    def _restore_flags(self, parser: argparse.ArgumentParser) -> dict:
+        """Load ckpt.pt and take the run's settings from it; refuse conflicting flags."""
+        args, ckpt = self.args, load_checkpoint(self.ckpt_path)
+        missing = [k for k in RESUME_KEYS if k not in ckpt]
+        if missing:
+            raise UserError(f"{self.ckpt_path} cannot be resumed: it has no {', '.join(missing)}. "
+                            "Train a new run in another --out-dir.")
+        defaults, saved = vars(parser.parse_args([])), ckpt["args"]
+        for k in resumed_flags(parser):
+            given = getattr(args, k)
+            if given != defaults[k] and given != saved.get(k, given):
+                raise UserError(
+                    f"--{k.replace('_', '-')} {given} conflicts with the checkpoint's {saved[k]}: "
+                    "--resume continues the run with the settings it started with. Drop the "
+                    "flag, or train a new run in another --out-dir."
+                )
+            setattr(args, k, saved.get(k, given))
+        if args.max_iters == defaults["max_iters"]:  # not given: finish the run as planned
+            args.max_iters = saved["max_iters"]
+        elif args.max_iters != saved["max_iters"]:
+            print(f"note: the run was planned for --max-iters {saved['max_iters']}; it now runs "
+                  f"to {args.max_iters}. Whatever depends on the run's length (such as a "
+                  f"learning-rate schedule) follows the new length from step {ckpt['step']} on.")
+        return ckpt
+
+    def start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Resume the weights, optimizer and RNGs, or print a sample of the untrained model."""
+        self.model, self.optimizer = model, optimizer
+        if self.resume:
+            model.load_state_dict(self.resume["model"])
+            optimizer.load_state_dict(self.resume["optimizer"])
+            restore_rng(self.resume["rng"], self.batches)
+            self.history, self.best_val = self.resume["history"], self.resume["best_val"]
+            self.best_step = self.resume.get("best_step")
+            self.step = self.resume["step"]
+            print(f"resuming from {self.ckpt_path} at step {self.step} "
+                  f"(best val {self.best_val:.4f})")
+        parts = (model.param_breakdown() if hasattr(model, "param_breakdown")
+                 else {"total": sum(p.numel() for p in model.parameters())})
+        self.params = parts["total"]
+        c = self.corpus
+        print(f"{__package__}: {self.params:,} parameters, vocab "
+              f"{self.vocab_size}, train {len(c.train):,} / val {len(c.val):,} tokens, "
+              f"device {self.device}")
+        if len(parts) > 1:
+            for name, n in parts.items():
+                print(f"  {name:<20}{n:>12,}")
+        if not self.resume:
+            print(f"sample before training:\n{self.sample()}\n")
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.log = (self.out / "log.jsonl").open("a" if self.resume else "w", encoding="utf-8")
+
+    def get_batch(self, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+        """A random (B, T) batch of inputs and targets from the training text."""
+        data = self.corpus.train if split == "train" else self.corpus.val
+        return get_batch(data, self.args.batch_size, self.args.block_size, self.batches,
+                         self.device)
+
+    def sample(self) -> str:
+        return sample_text(self.model, self.corpus.tokenizer, self.args.sample_tokens,
+                           self.args.seed, self.device)
+
+    # --8<-- [start:checkpoints]
+    def save(self, path: Path) -> Path:
+        return save_checkpoint(path, self.model, self.corpus.tokenizer, self.step,
+                               optimizer=self.optimizer.state_dict(), rng=rng_state(self.batches),
+                               history=self.history, best_val=self.best_val,
+                               best_step=self.best_step, args=plain_args(self.args))
+
+    def evaluate(self) -> dict:
+        """Estimate the losses, log them, keep the best checkpoint and the latest."""
+        splits = {"train": self.corpus.train, "val": self.corpus.val}
+        losses = estimate_loss(self.model, splits, self.args, self.device)
+        if not all(math.isfinite(v) for v in losses.values()):
+            self.diverged(f"{losses}")
+        row = {"step": self.step, **losses, "lr": self.optimizer.param_groups[0]["lr"],
+               "time": round(time.time() - self.t0, 2)}
+        self.history.append(row)
+        self.log.write(json.dumps(row) + "\n")
+        self.log.flush()
+        if losses["val"] < self.best_val:
+            self.best_val, self.best_step = losses["val"], self.step
+            self.save(self.out / "best.pt")
+        self.save(self.ckpt_path)
+        return losses
+    # --8<-- [end:checkpoints]
+
+    def diverged(self, value: str) -> None:
+        raise UserError(
+            f"the loss became {value} at step {self.step}: training diverged. The last good "
+            f"checkpoint is {self.ckpt_path}. Try a lower --lr (now {self.args.lr})."
+        )
+
+    def check(self, loss: torch.Tensor) -> float:
+        """The divergence guard: stop on a nan or inf loss, before anything is saved."""
+        value = loss.item()
+        if not math.isfinite(value):
+            self.diverged(str(value))
+        self.bar.set_postfix(loss=f"{value:.3f}", refresh=False)
+        return value
+
+    def steps(self) -> Iterator[int]:
+        """Yield step numbers; evaluate and checkpoint between steps; stop on Ctrl-C."""
+        args, first = self.args, self.step
+        self.t0 = time.time()
+        self.bar = tqdm(range(first, args.max_iters), desc="training", unit="step",
+                        dynamic_ncols=True)
+        with StopFlag() as flag, self.bar:
+            for step in self.bar:
+                if flag.stop:
+                    self.bar.write(f"Ctrl-C: stopping at step {step} and saving "
+                                   "(continue with --resume)")
+                    break
+                if step % args.eval_interval == 0 and (step > first or not self.history):
+                    losses = self.evaluate()
+                    self.bar.write(f"step {step:5d}: train loss {losses['train']:.4f}, "
+                                   f"val loss {losses['val']:.4f}")
+                yield step
+                self.step = step + 1
+        self.wall = time.time() - self.t0
+
+    def finish(self) -> dict:
+        """Final estimate and checkpoints, loss curve, sample and metrics.json."""
+        args, out = self.args, self.out
+        if not self.history or self.history[-1]["step"] < self.step:
+            losses = self.evaluate()
+        else:
+            losses = self.history[-1]
+        self.log.close()
+        print(f"step {self.step:5d}: train loss {losses['train']:.4f}, val loss "
+              f"{losses['val']:.4f} (best {self.best_val:.4f} at step {self.best_step}, "
+              f"{self.wall:.1f} s)")
+        self.corpus.tokenizer.save(out / "vocab.json")
+        self.png = plot_losses(self.history, out / "loss.png", title=f"{__package__} on {args.data}")
+        sample = self.sample()
+        print(f"\nsample after training:\n{sample}\n")
+        metrics = {
+            "stage": __package__, "data": args.data, "params": self.params, "steps": self.step,
+            "train_loss": losses["train"], "val_loss": losses["val"],
+            "best_val_loss": self.best_val, "best_val_step": self.best_step,
+            "train_seconds": round(self.wall, 2), "interrupted": self.step < args.max_iters,
+            "sample": sample,
+        }
+        (out / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2),
+                                          encoding="utf-8")
+        print(f"checkpoint: {self.ckpt_path} (best: {out / 'best.pt'})\n"
+              f"log:        {out / 'log.jsonl'}\nloss curve: {self.png}\n"
+              f"metrics:    {out / 'metrics.json'}")
+        return metrics

@@ -1,0 +1,470 @@
+"""The training harness (harness.py, the same file in stages 2-5) and the CLI plumbing
+every stage shares: exact resume, best/latest checkpoints, the divergence guard,
+out-dir checks, leftover temporary files, typed flags in checkpoints, tiny
+temperatures, closed pipes. Every test runs against every stage that trains."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from argparse import Namespace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import REPO_ROOT, TINY_TEXT, module_env
+
+TRAINING_STAGES = ["stage2_bigram", "stage3_attention", "stage4_block", "stage5_gpt"]
+
+# Flags for a model small enough that a 20-step run takes well under a second.
+MODEL_FLAGS = {
+    "stage2_bigram": ["--block-size", 8],
+    "stage3_attention": ["--block-size", 8, "--n-embd", 8],
+    # Dropout draws from the global RNG: resume must restore it.
+    "stage4_block": ["--block-size", 8, "--n-embd", 8, "--n-head", 2, "--n-layer", 1,
+                     "--dropout", 0.1],
+    "stage5_gpt": ["--block-size", 8, "--n-embd", 16, "--n-head", 2, "--n-layer", 1,
+                   "--dropout", 0.1, "--warmup-iters", 3],
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def stage_modules(stage: str) -> SimpleNamespace:
+    mods = {name: importlib.import_module(f"{stage}.{name}")
+            for name in ("train", "harness", "checkpoint", "model", "sample", "cli")}
+    model_cls = getattr(mods["model"], "GPT", None) or mods["model"].LanguageModel
+    return SimpleNamespace(stage=stage, model_cls=model_cls, **mods)
+
+
+@pytest.fixture(params=TRAINING_STAGES)
+def S(request) -> SimpleNamespace:
+    return stage_modules(request.param)
+
+
+def tiny_args(S, data: Path, out: Path, *extra: object) -> list[str]:
+    return [str(a) for a in (
+        "--data", data, "--out-dir", out, "--device", "cpu", "--batch-size", 4,
+        "--eval-interval", 5, "--eval-iters", 1, "--sample-tokens", 0,
+        *MODEL_FLAGS[S.stage], *extra)]
+
+
+def no_figures(mp: pytest.MonkeyPatch, S) -> None:
+    """The PNGs are checked end to end in the stage CLI tests; here they only cost time."""
+    mp.setattr(S.harness, "plot_losses", lambda history, path, title="": Path(path))
+    if hasattr(S.train, "attention_figure"):
+        mp.setattr(S.train, "attention_figure", lambda model, tok, prompt, path: Path(path))
+
+
+def run(S, argv: list[str]) -> tuple[dict, str]:
+    """train() in this process; returns its metrics and what it printed."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        metrics = S.train.train(S.train.build_parser().parse_args(argv))
+    return metrics, buf.getvalue()
+
+
+def read_log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+def assert_same(a, b, where: str = "") -> None:
+    """Nested dicts/lists of tensors and numbers are exactly equal."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype, where
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+class StopAfter:
+    """Stands in for harness.StopFlag: 'Ctrl-C' arrives after ``n`` steps."""
+
+    def __init__(self, n: int):
+        self.n, self.checks = n, 0
+
+    def __call__(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @property
+    def stop(self) -> bool:
+        self.checks += 1
+        return self.checks > self.n
+
+
+# --------------------------------------------------------------------------- resume
+
+
+def test_interrupted_then_resumed_with_default_flags_equals_one_run(S, tmp_path, tiny_corpus,
+                                                                    monkeypatch):
+    """Run A: 20 steps straight. Run B: stopped after 10 (Ctrl-C), then a bare --resume."""
+    no_figures(monkeypatch, S)
+    a, b = tmp_path / "a", tmp_path / "b"
+    metrics_a, _ = run(S, tiny_args(S, tiny_corpus, a, "--max-iters", 20, "--sample-tokens", 4))
+    with monkeypatch.context() as mp:
+        mp.setattr(S.harness, "StopFlag", StopAfter(10))
+        half_metrics, _ = run(S, tiny_args(S, tiny_corpus, b, "--max-iters", 20,
+                                           "--sample-tokens", 4))
+    half = S.checkpoint.load_checkpoint(b / "ckpt.pt")
+    assert half["step"] == 10 and half_metrics["interrupted"] is True
+    # Nothing but --resume (and where to find the run): every setting comes from ckpt.pt.
+    metrics_b, printed = run(S, ["--out-dir", str(b), "--resume", "--device", "cpu"])
+    assert re.search(r"resuming from .*ckpt\.pt at step 10", printed)
+    ca, cb = (S.checkpoint.load_checkpoint(p / "ckpt.pt") for p in (a, b))
+    assert ca["step"] == cb["step"] == 20
+    first = next(iter(cb["model"]))
+    assert not torch.equal(half["model"][first], cb["model"][first]), "the second half trained"
+    assert_same(ca["model"], cb["model"], "model")
+    assert_same(ca["optimizer"], cb["optimizer"], "optimizer")
+    assert_same(ca["rng"], cb["rng"], "rng")
+    assert ca["best_val"] == cb["best_val"]
+
+    def losses(rows):
+        return {r["step"]: (r["train"], r["val"]) for r in rows}
+
+    # B has one more row (the Ctrl-C evaluation at step 10); every shared step agrees.
+    la, lb = losses(read_log(a)), losses(read_log(b))
+    assert sorted(la) == [0, 5, 10, 15, 20] and set(la) <= set(lb)
+    assert all(la[s] == lb[s] for s in la)
+    for key in ("steps", "train_loss", "val_loss", "best_val_loss", "interrupted", "params"):
+        assert metrics_a[key] == metrics_b[key], key
+
+
+def test_resume_refuses_a_flag_that_would_change_the_run(S, tmp_path, tiny_corpus, monkeypatch,
+                                                          capsys):
+    no_figures(monkeypatch, S)
+    out = tmp_path / "run"
+    run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 2, "--lr", "0.005"))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        S.train.main(tiny_args(S, tiny_corpus, out, "--max-iters", 4, "--resume", "--lr", "0.02"))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --lr 0.02 conflicts with the checkpoint's 0.005")
+    # Without the flag, the checkpoint's value is used.
+    args = S.train.build_parser().parse_args(["--out-dir", str(out), "--resume"])
+    with contextlib.redirect_stdout(io.StringIO()):
+        S.harness.Run(args, S.train.build_parser())
+    assert args.lr == 0.005 and args.max_iters == 2 and args.data == str(tiny_corpus)
+
+
+def test_resumed_flags_are_every_setting_of_the_run_and_no_more(S):
+    parser = S.train.build_parser()
+    restored = set(S.harness.resumed_flags(parser))
+    every = {a.dest for a in parser._actions if a.dest != "help"}
+    run_flags = every - restored
+    # What a resumed run may change: where it runs, where it writes, how long it goes on.
+    assert run_flags <= {"max_iters", "device", "out_dir", "resume", "sample_tokens", "compile",
+                         "threads"}
+    assert {"max_iters", "device", "out_dir", "resume", "sample_tokens"} <= run_flags
+    assert {"data", "val_fraction", "block_size", "batch_size", "lr", "seed",
+            "eval_interval", "eval_iters"} <= restored
+
+
+def test_checkpoints_store_typed_flag_values(S, tmp_path, tiny_corpus, monkeypatch):
+    no_figures(monkeypatch, S)
+    out = tmp_path / "run"
+    run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 1))
+    saved = S.checkpoint.load_checkpoint(out / "ckpt.pt")["args"]
+    assert isinstance(saved["lr"], float) and isinstance(saved["max_iters"], int)
+    assert saved["resume"] is False and saved["out_dir"] == str(out)
+    assert saved["block_size"] == 8
+
+
+# --------------------------------------------------------------------------- best / latest
+
+
+def test_best_checkpoint_keeps_the_lowest_val_not_the_latest(S, tmp_path, tiny_corpus,
+                                                            monkeypatch):
+    """Scripted val losses that go down, then up: best.pt must stay at the minimum."""
+    no_figures(monkeypatch, S)
+    vals = iter([3.0, 2.0, 2.5, 1.9999, 2.8])  # steps 0, 5, 10, 15, 20 -> best at 15
+    snapshots = {}
+
+    def fake_estimate(model, splits, args, device):
+        v = next(vals)
+        snapshots[v] = {k: t.clone() for k, t in model.state_dict().items()}
+        return {"train": v + 0.1, "val": v}
+
+    monkeypatch.setattr(S.harness, "estimate_loss", fake_estimate)
+    out = tmp_path / "run"
+    metrics, _ = run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 20))
+    best = S.checkpoint.load_checkpoint(out / "best.pt")
+    latest = S.checkpoint.load_checkpoint(out / "ckpt.pt")
+    assert best["step"] == 15 and best["best_val"] == 1.9999
+    assert latest["step"] == 20 and latest["best_val"] == 1.9999
+    assert_same(best["model"], snapshots[1.9999], "best")
+    assert_same(latest["model"], snapshots[2.8], "latest")
+    assert metrics["best_val_loss"] == 1.9999 and metrics["val_loss"] == 2.8
+    assert metrics["best_val_step"] == 15
+    assert [r["step"] for r in read_log(out)] == [0, 5, 10, 15, 20]
+    saved = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert saved["best_val_step"] == 15 and saved["steps"] == 20
+
+
+def test_best_checkpoint_remeasures_to_the_logged_val_loss(S, tmp_path, tiny_corpus,
+                                                           monkeypatch):
+    no_figures(monkeypatch, S)
+    out = tmp_path / "run"
+    run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 10))
+    rows = read_log(out)
+    best_row = min(rows, key=lambda r: r["val"])
+    model, tok, ckpt = S.checkpoint.load_model(out / "best.pt")
+    assert ckpt["step"] == best_row["step"]
+    args = Namespace(**ckpt["args"])
+    corpus = importlib.import_module(f"{S.stage}.data").Corpus.load(args.data, args.val_fraction,
+                                                                    tok)
+    again = S.harness.estimate_loss(model, {"val": corpus.val}, args, "cpu")["val"]
+    assert again == pytest.approx(best_row["val"], abs=1e-5)
+
+
+# --------------------------------------------------------------------------- divergence
+
+
+def test_nan_loss_stops_and_names_the_last_good_checkpoint(S, tmp_path, tiny_corpus,
+                                                           monkeypatch, capsys):
+    no_figures(monkeypatch, S)
+    real_forward = S.model_cls.forward
+    calls = {"train": 0}
+
+    def forward(self, idx, targets=None, *a, **kw):
+        logits, loss = real_forward(self, idx, targets, *a, **kw)
+        if self.training and targets is not None:
+            calls["train"] += 1
+            if calls["train"] > 7:  # step 7 onwards
+                loss = loss * float("nan")
+        return logits, loss
+
+    monkeypatch.setattr(S.model_cls, "forward", forward)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        S.train.main(tiny_args(S, tiny_corpus, out, "--max-iters", 20))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    last = [line for line in re.split(r"[\r\n]", err) if line.strip()][-1]  # after tqdm's bar
+    assert last.startswith("error: the loss became nan at step 7")
+    assert str(out / "ckpt.pt") in err and "--lr" in err
+    ckpt = S.checkpoint.load_checkpoint(out / "ckpt.pt")
+    assert ckpt["step"] == 5  # the last evaluation before things went wrong
+    assert all(torch.isfinite(t).all() for t in ckpt["model"].values())
+    assert [r["step"] for r in read_log(out)] == [0, 5]
+    assert not (out / "metrics.json").exists(), "no metrics of a diverged run"
+
+
+def test_a_huge_learning_rate_ends_with_a_clear_error_and_a_finite_checkpoint(
+        S, tmp_path, tiny_corpus, monkeypatch, capsys):
+    """The failure a learner meets: --lr 1e6 (once wrote NaN weights and exited 0)."""
+    no_figures(monkeypatch, S)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        S.train.main(tiny_args(S, tiny_corpus, out, "--max-iters", 300, "--lr", "1e6",
+                               "--eval-interval", 1000))
+    assert e.value.code == 2
+    assert "training diverged" in capsys.readouterr().err
+    ckpt = S.checkpoint.load_checkpoint(out / "ckpt.pt")
+    assert all(torch.isfinite(t).all() for t in ckpt["model"].values())
+    S.checkpoint.load_model(out / "ckpt.pt")
+
+
+def test_last_good_checkpoint_is_really_good_when_weights_blow_up(S, tmp_path, tiny_corpus,
+                                                                   monkeypatch):
+    no_figures(monkeypatch, S)
+    real_forward = S.model_cls.forward
+    calls = {"train": 0}
+
+    def forward(self, idx, targets=None, *a, **kw):
+        logits, loss = real_forward(self, idx, targets, *a, **kw)
+        if self.training and targets is not None:
+            calls["train"] += 1
+            if calls["train"] == 5:  # step 4: the loss is finite, its gradient is not
+                zero = next(self.parameters()).abs().sum() * 0.0
+                loss = loss + 0.0 * zero.sqrt()
+        return logits, loss
+
+    monkeypatch.setattr(S.model_cls, "forward", forward)
+    out = tmp_path / "run"
+    with pytest.raises(S.harness.UserError, match="diverged") as e:
+        run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 20))
+    assert str(out / "ckpt.pt") in str(e.value)
+    ckpt = S.checkpoint.load_checkpoint(out / "ckpt.pt")
+    assert all(torch.isfinite(t).all() for t in ckpt["model"].values()), \
+        f"ckpt.pt (step {ckpt['step']}) holds NaN weights"
+
+
+# --------------------------------------------------------------------------- bad resumes
+
+
+def test_resume_without_checkpoint_is_a_user_error(S, tmp_path, tiny_corpus, capsys):
+    with pytest.raises(SystemExit) as e:
+        S.train.main(tiny_args(S, tiny_corpus, tmp_path / "empty", "--resume"))
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no checkpoint at") and "ckpt.pt" in err
+
+
+def test_resume_after_the_data_file_changed_is_a_user_error(S, tmp_path, monkeypatch):
+    no_figures(monkeypatch, S)
+    data = tmp_path / "text.txt"
+    data.write_text(TINY_TEXT, encoding="utf-8")
+    out = tmp_path / "run"
+    run(S, tiny_args(S, data, out, "--max-iters", 1))
+    # Same file name, fewer characters: the ids would mean other characters now.
+    data.write_text("the cat sat on the mat.\n" * 100, encoding="utf-8")
+    with pytest.raises(S.harness.UserError, match="vocabulary") as e:
+        run(S, tiny_args(S, data, out, "--max-iters", 3, "--resume"))
+    assert "ckpt.pt" in str(e.value)
+    assert S.checkpoint.load_checkpoint(out / "ckpt.pt")["step"] == 1
+
+
+def test_resume_of_a_checkpoint_without_training_state_is_a_user_error(S, tmp_path, tiny_corpus,
+                                                                       capsys):
+    flags = S.train.build_parser().parse_args([str(a) for a in MODEL_FLAGS[S.stage]])
+    model = S.model_cls(S.train.model_config(flags, 4))
+    tok = importlib.import_module(f"{S.stage}.tokenizer").CharTokenizer("abcd")
+    S.checkpoint.save_checkpoint(tmp_path / "run" / "ckpt.pt", model, tok, step=1)
+    with pytest.raises(SystemExit) as e:
+        S.train.main(tiny_args(S, tiny_corpus, tmp_path / "run", "--resume"))
+    assert e.value.code == 2
+    assert "cannot be resumed" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- out-dir, tmp files
+
+
+@pytest.mark.parametrize("where", ["file", "parent_is_file"])
+def test_unusable_out_dir_fails_before_any_work(S, tmp_path, tiny_corpus, capsys, where):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, not a folder", encoding="utf-8")
+    out = blocker if where == "file" else blocker / "run"
+    with pytest.raises(SystemExit) as e:
+        S.train.main(tiny_args(S, tiny_corpus, out, "--max-iters", 5))
+    assert e.value.code == 2
+    printed, err = capsys.readouterr()
+    assert err.startswith("error: --out-dir") and str(out) in err, err
+    assert "Traceback" not in err and "step" not in printed, "it trained before checking"
+
+
+def test_leftover_temporary_checkpoints_are_removed_at_the_next_start(S, tmp_path, tiny_corpus,
+                                                                      monkeypatch):
+    no_figures(monkeypatch, S)
+    out = tmp_path / "run"
+    out.mkdir()
+    dead = out / "ckpt.pt.2147483646.tmp"  # a pid no process has: its writer was killed
+    alive = out / f"best.pt.{os.getppid()}.tmp"  # a running process may still be writing
+    other = out / "notes.tmp"
+    for f in (dead, alive, other):
+        f.write_bytes(b"half a checkpoint")
+    run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 1))
+    assert not dead.exists()
+    assert alive.exists() and other.exists()
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+@pytest.mark.parametrize("temperature", [1e-45, 1e-320, 1e-8])
+def test_tiny_temperature_is_greedy_not_an_overflow(S, temperature):
+    torch.manual_seed(0)
+    logits = torch.randn(5, 11) * 30
+    picked = S.model.sample_next(logits, temperature,
+                                 generator=torch.Generator().manual_seed(0))
+    assert torch.equal(picked, logits.argmax(dim=-1, keepdim=True))
+    picked = S.model.sample_next(logits, temperature, top_k=3,
+                                 generator=torch.Generator().manual_seed(0))
+    assert torch.equal(picked, logits.argmax(dim=-1, keepdim=True))
+
+
+def test_temperature_flag_rejects_nan_inf_and_negatives(S, capsys):
+    for bad in ("nan", "inf", "-1"):
+        with pytest.raises(SystemExit) as e:
+            S.sample.main(["--temperature", bad])
+        assert e.value.code == 2
+        assert "error: argument --temperature" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("harness_ckpts")
+    data = folder / "tiny.txt"
+    data.write_text(TINY_TEXT, encoding="utf-8")
+    paths = {}
+    with pytest.MonkeyPatch.context() as mp:
+        for stage in TRAINING_STAGES:
+            S = stage_modules(stage)
+            no_figures(mp, S)
+            run(S, tiny_args(S, data, folder / stage, "--max-iters", 3))
+            paths[stage] = folder / stage
+    return paths
+
+
+def test_sample_into_a_closed_pipe_stops_quietly(S, tiny_checkpoints):
+    out = tiny_checkpoints[S.stage]
+    cmd = (f"{sys.executable} -m {S.stage}.sample --ckpt {out / 'ckpt.pt'} --tokens 20000 "
+           "--device cpu | head -c 20")
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True,
+                          env=module_env(), cwd=REPO_ROOT, timeout=120)
+    assert len(proc.stdout) == 20
+    assert proc.stderr == "", proc.stderr
+    assert proc.returncode == 0
+
+
+def test_tools_default_to_best_then_fall_back_to_the_latest_checkpoint(S, tiny_checkpoints,
+                                                                       tmp_path):
+    out = tiny_checkpoints[S.stage]
+    assert S.checkpoint.default_checkpoint(out / "best.pt") == out / "best.pt"
+    only_latest = tmp_path / "only_latest"
+    only_latest.mkdir()
+    (only_latest / "ckpt.pt").write_bytes((out / "ckpt.pt").read_bytes())
+    assert S.checkpoint.default_checkpoint(only_latest / "best.pt") == only_latest / "ckpt.pt"
+    # An explicit other file is taken as it is.
+    assert S.checkpoint.default_checkpoint(out / "ckpt.pt") == out / "ckpt.pt"
+    assert S.checkpoint.default_checkpoint() == Path("out") / S.stage / "best.pt" or \
+        S.checkpoint.default_checkpoint().name == "ckpt.pt"
+    assert S.sample.build_parser().get_default("ckpt") == Path("out") / S.stage / "best.pt"
+
+
+def test_every_float_flag_is_validated(S):
+    """No float flag takes argparse's bare float: each says which range it accepts."""
+    for parser in (S.train.build_parser(), S.sample.build_parser()):
+        for action in parser._actions:
+            assert action.type is not float, f"--{action.dest} has no validator"
+
+
+def test_losses_in_log_and_metrics_are_finite_numbers(S, tiny_checkpoints):
+    out = tiny_checkpoints[S.stage]
+    rows = read_log(out)
+    assert [r["step"] for r in rows] == [0, 3]
+    for r in rows:
+        assert {"step", "train", "val", "lr", "time"} <= r.keys()
+        assert math.isfinite(r["train"]) and math.isfinite(r["val"])
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["stage"] == S.stage and metrics["steps"] == 3
+    assert metrics["best_val_loss"] == min(r["val"] for r in rows)
