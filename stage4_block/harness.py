@@ -145,6 +145,7 @@ class Run:
         self.history: list[dict] = []
         self.best_val, self.best_step, self.step = float("inf"), None, 0
 
+    # --8<-- [start:resume]
     def _restore_flags(self, parser: argparse.ArgumentParser) -> dict:
         """Load ckpt.pt and take the run's settings from it; refuse conflicting flags."""
         args, ckpt = self.args, load_checkpoint(self.ckpt_path)
@@ -169,6 +170,7 @@ class Run:
                   f"to {args.max_iters}. Whatever depends on the run's length (such as a "
                   f"learning-rate schedule) follows the new length from step {ckpt['step']} on.")
         return ckpt
+    # --8<-- [end:resume]
 
     def start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Resume the weights, optimizer and RNGs, or print a sample of the untrained model."""
