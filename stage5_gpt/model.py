@@ -74,15 +74,26 @@ class CausalSelfAttention(nn.Module):
         self.register_buffer("tril", torch.tril(torch.ones(config.block_size, config.block_size)),
                              persistent=False)
 
-    def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, trace: dict | None = None,
+                cache: dict | None = None) -> torch.Tensor:
         B, T, C = x.shape
         nh, hs = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).split(C, dim=2)  # 3 x (B, T, C)
         q = q.view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = k.view(B, T, nh, hs).transpose(1, 2)
         v = v.view(B, T, nh, hs).transpose(1, 2)
-        if trace is None:
+        if cache is not None:  # generation: keys and values of the earlier tokens are kept
+            past = cache["k"].shape[2] if "k" in cache else 0
+            if past:
+                k = torch.cat((cache["k"], k), dim=2)  # (B, nh, past + T, hs)
+                v = torch.cat((cache["v"], v), dim=2)
+            cache["k"], cache["v"] = k, v
+            # New query i sits at position past + i: it may see keys 0 .. past + i.
+            allowed = self.tril[past : past + T, : past + T] == 1  # (T, past + T)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        elif trace is None and not (self.training and self.dropout > 0 and x.is_cpu):
             # Fused kernel: never materialises the (T, T) matrix, so faster and leaner.
+            # (On a CPU its dropout is slow, so training with dropout takes the path below.)
             y = F.scaled_dot_product_attention(
                 q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
         else:
@@ -91,8 +102,9 @@ class CausalSelfAttention(nn.Module):
             masked = scaled.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
             weights = F.softmax(masked, dim=-1)
             y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
-            trace.update(x=x, q=q, k=k, v=v, scores=scores, scaled=scaled, masked=masked,
-                         weights=weights, heads_out=y)
+            if trace is not None:
+                trace.update(x=x, q=q, k=k, v=v, scores=scores, scaled=scaled, masked=masked,
+                             weights=weights, heads_out=y)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side: (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 # --8<-- [end:attention]
@@ -126,8 +138,9 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, bias=config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x: torch.Tensor, trace: dict | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln_1(x), trace)  # (B, T, C)
+    def forward(self, x: torch.Tensor, trace: dict | None = None,
+                cache: dict | None = None) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x), trace, cache)  # (B, T, C)
         x = x + self.mlp(self.ln_2(x))
         return x
 # --8<-- [end:block]
@@ -167,19 +180,23 @@ class GPT(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None, trace: list | None = None
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, trace: list | None = None,
+        cache: list[dict] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``trace``: pass a list to take the explicit path; it receives one dict per layer."""
+        """``trace``: pass a list to take the explicit path; it receives one dict per layer.
+        ``cache``: one dict per layer (see ``stream``); ``idx`` then holds only new tokens."""
         B, T = idx.shape
-        if T > self.config.block_size:
+        past = cache_length(cache)
+        if past + T > self.config.block_size:
             raise UserError(
-                f"sequence of {T} tokens is longer than block_size={self.config.block_size}; "
-                "crop it to the last block_size tokens (generate() does this for you)."
+                f"sequence of {past + T} tokens is longer than block_size="
+                f"{self.config.block_size}; crop it to the last block_size tokens "
+                "(generate() does this for you)."
             )
-        x = self.transformer.drop(self.embed(idx))  # (B, T, C)
-        for block in self.transformer.h:
+        x = self.transformer.drop(self.embed(idx, past))  # (B, T, C)
+        for i, block in enumerate(self.transformer.h):
             layer = None if trace is None else {}
-            x = block(x, layer)
+            x = block(x, layer, None if cache is None else cache[i])
             if layer is not None:
                 layer["resid"] = x  # the residual stream after this block, (B, T, C)
                 trace.append(layer)
@@ -189,9 +206,10 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
         return logits, loss
 
-    def embed(self, idx: torch.Tensor) -> torch.Tensor:
-        """Token plus position embeddings: (B, T) ids -> (B, T, C), the residual stream's start."""
-        pos = torch.arange(idx.shape[1], device=idx.device)
+    def embed(self, idx: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """Token plus position embeddings: (B, T) ids -> (B, T, C), the residual stream's start.
+        ``start``: the position of the first token (after ``start`` cached ones)."""
+        pos = torch.arange(start, start + idx.shape[1], device=idx.device)
         return self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C) + (T, C)
 
     def readout(self, x: torch.Tensor) -> torch.Tensor:
@@ -233,23 +251,43 @@ class GPT(nn.Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
+        use_cache: bool = True,
     ) -> Iterator[torch.Tensor]:
-        """Yield each new token (B, 1) as soon as it is sampled."""
+        """Yield each new token (B, 1) as soon as it is sampled.
+
+        With the KV cache, each layer keeps the keys and values of the tokens seen so
+        far and the model reads only the new token. Positions are absolute, so a full
+        cache cannot slide by one: it restarts from the last half of the context.
+        Without it, every step re-reads the last block_size tokens.
+        """
+        T_max, cache = self.config.block_size, None
         for _ in range(max_new_tokens):
-            idx_cond = idx[:, -self.config.block_size :]  # the model sees at most block_size
-            logits, _ = self(idx_cond)  # (B, T, V)
+            if not use_cache:
+                logits, _ = self(idx[:, -T_max:])  # the model sees at most block_size
+            elif cache is None or cache_length(cache) == T_max:
+                # Fill the cache: first from the prompt, later from the last half window.
+                keep = T_max if cache is None else max(1, T_max // 2)
+                cache = [{} for _ in self.transformer.h]
+                logits, _ = self(idx[:, -keep:], cache=cache)
+            else:
+                logits, _ = self(idx[:, -1:], cache=cache)  # only the newest token
             logits = logits[:, -1, :]  # only the last position predicts the next token
             idx_next = sample_next(logits, temperature, top_k, generator)  # (B, 1)
             idx = torch.cat((idx, idx_next), dim=1)  # (B, T + 1)
             yield idx_next
 
     def generate(self, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
-                 top_k: int | None = None, generator: torch.Generator | None = None
-                 ) -> torch.Tensor:
+                 top_k: int | None = None, generator: torch.Generator | None = None,
+                 use_cache: bool = True) -> torch.Tensor:
         """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens, one at a time."""
-        new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator))
+        new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator, use_cache))
         return torch.cat([idx, *new], dim=1)
     # --8<-- [end:generate]
+
+
+def cache_length(cache: list[dict] | None) -> int:
+    """How many tokens a KV cache holds (0 for none or an empty one)."""
+    return cache[0]["k"].shape[2] if cache and "k" in cache[0] else 0
 
 
 # The names every stage's checkpoint.py and visualize.py use for "this stage's model".

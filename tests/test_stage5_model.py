@@ -302,8 +302,8 @@ def test_overfits_one_batch():
 def test_greedy_generation_is_deterministic_and_equals_argmax_by_hand():
     model = make(seed=9, block_size=8).eval()
     prompt = torch.tensor([[1, 2, 3], [4, 4, 0]])
-    out1 = model.generate(prompt, 12, temperature=0)
-    out2 = model.generate(prompt, 12, temperature=0)
+    out1 = model.generate(prompt, 12, temperature=0, use_cache=False)  # slides past block_size
+    out2 = model.generate(prompt, 12, temperature=0, use_cache=False)
     assert torch.equal(out1, out2)
     assert out1.shape == (2, 3 + 12)
     assert torch.equal(out1[:, :3], prompt)
@@ -317,7 +317,76 @@ def test_greedy_generation_is_deterministic_and_equals_argmax_by_hand():
 
     # top_k=1 leaves one candidate: sampling at any temperature is greedy.
     g = torch.Generator().manual_seed(0)
-    assert torch.equal(model.generate(prompt, 12, temperature=1.5, top_k=1, generator=g), out1)
+    assert torch.equal(model.generate(prompt, 12, temperature=1.5, top_k=1, generator=g,
+                                      use_cache=False), out1)
+
+
+# --------------------------------------------------------------------------- KV cache
+
+
+def sharp(seed: int, **kw) -> GPT:
+    """A model with large random weights: its greedy choices depend on the whole context."""
+    model = make(seed=seed, **kw).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, 0.3)
+    return model
+
+
+@pytest.mark.parametrize("prompt_len", [1, 5, 10])
+def test_kv_cache_greedy_output_equals_the_no_cache_path(prompt_len):
+    model = sharp(20, block_size=16)
+    prompt = torch.randint(11, (3, prompt_len), generator=torch.Generator().manual_seed(1))
+    new = 16 - prompt_len  # stay within block_size
+    cached = model.generate(prompt, new, temperature=0, use_cache=True)
+    plain = model.generate(prompt, new, temperature=0, use_cache=False)
+    assert torch.equal(cached, plain)
+    assert len(set(cached[0, prompt_len:].tolist())) > 1, "a degenerate test: one token repeated"
+
+
+def test_kv_cache_logits_equal_a_full_forward_at_every_step():
+    model = sharp(21, block_size=16)
+    idx = torch.randint(11, (2, 12), generator=torch.Generator().manual_seed(2))
+    full, _ = model(idx)  # (2, 12, V)
+    cache = [{} for _ in model.transformer.h]
+    first, _ = model(idx[:, :4], cache=cache)  # a prompt of 4, then one token at a time
+    steps = [first] + [model(idx[:, t : t + 1], cache=cache)[0] for t in range(4, 12)]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    assert cache[0]["k"].shape == (2, 4, 12, 8)  # (B, n_head, tokens so far, head_size)
+
+
+def test_kv_cache_refills_from_the_last_half_window_with_correct_positions():
+    """Past block_size a full cache restarts from the last block_size // 2 tokens (learned
+    positions cannot slide): every token must be the argmax of a plain forward pass over
+    exactly the context the cache holds, with positions counted from 0 again."""
+    T = 8
+    model = sharp(22, block_size=T)
+    prompt = torch.randint(11, (1, 3), generator=torch.Generator().manual_seed(3))
+    out = model.generate(prompt, 20, temperature=0, use_cache=True)
+    start = 0  # where the cached context begins
+    with torch.no_grad():
+        for t in range(3, 23):  # predict out[:, t] from out[:, start:t]
+            if t - start > T:
+                start = t - T // 2
+            logits, _ = model(out[:, start:t])
+            assert out[0, t] == logits[0, -1].argmax(), f"token {t}"
+    assert start > 0, "the test never refilled the cache"
+
+
+def test_a_cache_cannot_grow_past_block_size():
+    model = make(block_size=8).eval()
+    cache = [{} for _ in model.transformer.h]
+    model(torch.zeros(1, 6, dtype=torch.long), cache=cache)
+    with pytest.raises(UserError, match="block_size=8"):
+        model(torch.zeros(1, 3, dtype=torch.long), cache=cache)
+
+
+def test_seeded_sampling_is_the_same_with_and_without_the_cache():
+    model = sharp(23, block_size=16)
+    prompt = torch.tensor([[1, 2]])
+    a = model.generate(prompt, 14, generator=torch.Generator().manual_seed(5), use_cache=True)
+    b = model.generate(prompt, 14, generator=torch.Generator().manual_seed(5), use_cache=False)
+    assert torch.equal(a, b)
 
 
 def test_sampling_with_a_seeded_generator_is_reproducible():
