@@ -341,7 +341,7 @@ def test_kv_cache_greedy_output_equals_the_no_cache_path(prompt_len):
     cached = model.generate(prompt, new, temperature=0, use_cache=True)
     plain = model.generate(prompt, new, temperature=0, use_cache=False)
     assert torch.equal(cached, plain)
-    assert len(set(cached[0, prompt_len:].tolist())) > 1, "a degenerate test: one token repeated"
+    assert len(set(cached[:, prompt_len:].flatten().tolist())) > 2, "a degenerate test"
 
 
 def test_kv_cache_logits_equal_a_full_forward_at_every_step():
