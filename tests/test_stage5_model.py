@@ -329,7 +329,8 @@ def sharp(seed: int, **kw) -> GPT:
     model = make(seed=seed, **kw).eval()
     with torch.no_grad():
         for p in model.parameters():
-            p.normal_(0.0, 0.3)
+            if p.dim() >= 2:  # matrices; biases and LayerNorm gains keep their init
+                p.normal_(0.0, 0.5)
     return model
 
 
