@@ -1,13 +1,16 @@
 """Figures as PNG files, with fonts that can draw Chinese.
 
 matplotlib's default font (DejaVu Sans) has no Chinese glyphs and draws empty
-boxes. We register Noto Sans CJK, which the ``manimgx-fonts-cjk`` package ships,
-so a fresh ``pip install`` is all a reader needs; a system font found by
-fontconfig is the fallback.
+boxes. We use Noto Sans CJK: the static faces of the system's font (Debian's
+``fonts-noto-cjk``, found by fontconfig) when there are any, else the variable
+font that the ``manimgx-fonts-cjk`` package ships, so a fresh ``pip install`` is
+all a reader needs; another Simplified Chinese font found by fontconfig is the
+last resort.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import shutil
@@ -23,26 +26,68 @@ from matplotlib import font_manager  # noqa: E402
 CJK_FAMILY = "Noto Sans CJK SC"
 
 
+def _fontconfig(command: str, pattern: str) -> list[Path]:
+    """The font files ``fc-list`` or ``fc-match`` names for ``pattern``; [] without fontconfig."""
+    if not shutil.which(command):
+        return []
+    out = subprocess.run([command, "-f", "%{file}\n", pattern],
+                         capture_output=True, text=True, check=False).stdout
+    return sorted({Path(line) for line in out.splitlines() if line})
+
+
+def _packaged() -> list[Path]:
+    try:
+        return [Path(str(importlib.resources.files("manimgx_fonts_cjk") / "NotoSansCJK-VF.otf.ttc"))]
+    except ModuleNotFoundError:
+        return []
+
+
+def _weight(face: font_manager.FontEntry) -> int:
+    w = face.weight
+    return w if isinstance(w, int) else font_manager.weight_dict.get(w, 400)
+
+
+def _add_missing_weights(family: str) -> None:
+    """Give ``family`` a normal (400) and a bold (700) face if it lacks them.
+
+    matplotlib warns "findfont: Failed to find font weight normal" each time it
+    looks for a weight that a family does not have. The variable font registers
+    as one face of weight 100: matplotlib can only draw a variable font's default
+    instance, which for Noto Sans CJK is Thin. That face stands in for normal and
+    bold text too (Chinese looks the same in both), and nothing is printed.
+    """
+    faces = [f for f in font_manager.fontManager.ttflist if f.name == family]
+    for weight in (400, 700):
+        if faces and all(_weight(f) != weight for f in faces):
+            nearest = min(faces, key=lambda f: abs(_weight(f) - weight))
+            font_manager.fontManager.ttflist.append(dataclasses.replace(nearest, weight=weight))
+
+
+def _register(paths: list[Path]) -> str | None:
+    """Add the font files to matplotlib; the Simplified Chinese family among them, if any."""
+    files = [str(p) for p in paths if p.is_file()]
+    known = {f.fname for f in font_manager.fontManager.ttflist}
+    for file in files:
+        if file not in known:
+            font_manager.fontManager.addfont(file)
+    names = {f.name for f in font_manager.fontManager.ttflist if f.fname in files}
+    family = CJK_FAMILY if CJK_FAMILY in names else next(
+        (n for n in sorted(names) if n.endswith(" SC")), None)
+    if family:
+        _add_missing_weights(family)
+    return family
+
+
 @functools.cache
 def use_cjk_font() -> str | None:
-    """Register a CJK font and put it first in matplotlib's list. Returns its family."""
-    candidates = []
-    try:
-        candidates.append(importlib.resources.files("manimgx_fonts_cjk") / "NotoSansCJK-VF.otf.ttc")
-    except ModuleNotFoundError:
-        pass
-    if shutil.which("fc-match"):
-        out = subprocess.run(["fc-match", "-f", "%{file}", ":lang=zh-cn"],
-                             capture_output=True, text=True, check=False).stdout
-        if out:
-            candidates.append(Path(out))
-    for path in candidates:
-        if not Path(str(path)).is_file():
-            continue
-        font_manager.fontManager.addfont(str(path))
-        names = {f.name for f in font_manager.fontManager.ttflist if f.fname == str(path)}
-        family = CJK_FAMILY if CJK_FAMILY in names else next(
-            (n for n in sorted(names) if n.endswith(" SC")), None)
+    """Register a CJK font and put it after DejaVu Sans in matplotlib's list. Returns its family."""
+    sources = (
+        lambda: _fontconfig("fc-list", f":family={CJK_FAMILY}"),  # static weights, if installed
+        _packaged,  # the variable font from PyPI: Thin only, to matplotlib
+        lambda: _fontconfig("fc-match", ":lang=zh-cn"),  # whatever else the system has
+    )
+    for source in sources:
+        family = _register(source())
         if family:
             # DejaVu Sans first keeps Latin text looking as usual; CJK falls through to Noto.
             plt.rcParams["font.family"] = ["DejaVu Sans", family]

@@ -4,7 +4,7 @@ The pipeline every later stage reuses::
 
     text = load_text("en")                 # built-in corpus, a file, or "shakespeare"
     tok = CharTokenizer.from_text(text)    # characters -> ids
-    data = torch.tensor(tok.encode(text))  # (N,)
+    data = tok.encode_tensor(text)         # (N,), torch.uint8 for up to 256 characters
     train, val = split(data, 0.1)          # first 90% / last 10%
     x, y = get_batch(train, 4, 8)          # (B, T) each; y is x shifted by one
 
@@ -123,8 +123,9 @@ def load_text(source: str = "en") -> str:
             f"{path} is not UTF-8 text (byte {raw[e.start]:#04x} at offset {e.start}). "
             "Convert it first, e.g. `iconv -f GBK -t UTF-8 in.txt > out.txt`."
         ) from None
+    del raw  # a big corpus: never hold the bytes, the text and a copy of it at once
     text = text.removeprefix("\ufeff").replace("\r\n", "\n")  # BOM and Windows line ends
-    if not text.strip():
+    if not text or text.isspace():  # (not text.strip(): that would copy the text)
         raise UserError(f"{path} is empty: there is nothing to learn from.")
     return text
 # --8<-- [end:load_text]
@@ -168,7 +169,8 @@ def get_batch(
     """A random batch of windows: ``x`` is (B, T), ``y`` is ``x`` shifted one to the left.
 
     ``y[b, t]`` is the character that follows ``x[b, :t+1]``, so one window gives
-    ``T`` training examples at once, with contexts of length 1 to T.
+    ``T`` training examples at once, with contexts of length 1 to T. ``data`` may
+    hold its ids in any integer dtype; the batch is always ``torch.long``.
     """
     check_length(data, block_size)
     if batch_size < 1:
@@ -176,7 +178,7 @@ def get_batch(
     ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
     x = torch.stack([data[i : i + block_size] for i in ix])  # (B, T)
     y = torch.stack([data[i + 1 : i + block_size + 1] for i in ix])  # (B, T)
-    return x.to(device), y.to(device)
+    return x.to(device, torch.long), y.to(device, torch.long)
 # --8<-- [end:get_batch]
 
 
@@ -198,7 +200,7 @@ class CharDataset(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not 0 <= i < len(self):
             raise IndexError(f"window {i} out of range 0..{len(self) - 1}")
-        chunk = self.data[i : i + self.block_size + 1]
+        chunk = self.data[i : i + self.block_size + 1].long()
         return chunk[:-1], chunk[1:]
 # --8<-- [end:dataset]
 
@@ -250,7 +252,11 @@ def attention_mask(mask: torch.Tensor, causal: bool = True) -> torch.Tensor:
 # --8<-- [start:corpus]
 @dataclass
 class Corpus:
-    """A text, its tokenizer and its train/val split, ready for training."""
+    """A text, its tokenizer and its train/val split, ready for training.
+
+    ``train`` and ``val`` hold the ids in ``tokenizer.dtype`` (1 byte per character
+    for up to 256 distinct characters); ``get_batch`` hands out ``torch.long``.
+    """
 
     source: str
     text: str
@@ -265,7 +271,7 @@ class Corpus:
         """Load and split; pass ``tokenizer`` to reuse a vocabulary (e.g. from a checkpoint)."""
         text = load_text(source)
         tokenizer = tokenizer or CharTokenizer.from_text(text)
-        data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+        data = tokenizer.encode_tensor(text)  # (N,), in the smallest dtype that fits
         train, val = split(data, val_fraction)
         return cls(source, text, tokenizer, train, val)
 # --8<-- [end:corpus]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
+import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
@@ -124,12 +127,26 @@ def test_get_batch_shapes_and_shift():
     d = torch.arange(100, 200)  # unique values: a window's first value names its start
     x, y = get_batch(d, 5, 7, generator=torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (5, 7)
-    assert x.dtype == y.dtype == d.dtype
+    assert x.dtype == y.dtype == torch.long
     assert torch.equal(x[:, 1:], y[:, :-1])
     for row_x, row_y in zip(x, y, strict=True):
         start = int(row_x[0]) - 100
         assert torch.equal(row_x, d[start : start + 7])
         assert torch.equal(row_y, d[start + 1 : start + 8])  # each target follows in data
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32])
+def test_get_batch_and_char_dataset_hand_out_long_from_any_id_dtype(dtype):
+    d = torch.randint(0, 100, (200,), generator=torch.Generator().manual_seed(5))
+    small = d.to(dtype)
+    for seed in range(3):
+        a = get_batch(d, 4, 8, generator=torch.Generator().manual_seed(seed))
+        b = get_batch(small, 4, 8, generator=torch.Generator().manual_seed(seed))
+        assert b[0].dtype == b[1].dtype == torch.long
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    x, y = CharDataset(small, 8)[17]
+    assert x.dtype == y.dtype == torch.long
+    assert x.tolist() == d[17:25].tolist() and y.tolist() == d[18:26].tolist()
 
 
 def test_get_batch_uses_every_possible_window_and_no_other():
@@ -258,7 +275,34 @@ def test_corpus_load(tiny_corpus_zh):
     c = Corpus.load(str(tiny_corpus_zh), val_fraction=0.2)
     assert c.tokenizer.decode(torch.cat([c.train, c.val]).tolist()) == c.text
     assert len(c.val) == len(c.text) - int(len(c.text) * 0.8)
-    assert c.train.dtype == torch.long
+    assert c.train.dtype == c.val.dtype == torch.uint8  # fewer than 256 distinct characters
+    assert get_batch(c.train, 2, 4)[0].dtype == torch.long
+
+
+def _load_tool(name: str):
+    path = Path(__file__).resolve().parents[1] / "tools" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"tools_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="reads /proc (Linux)")
+def test_loading_a_big_corpus_takes_at_most_four_times_its_size(tmp_path):
+    """A Python list of ints and an int64 tensor took 17x the file size at the peak."""
+    memory = _load_tool("memory")
+    path = tmp_path / "big.txt"
+    memory.make_corpus(path, 10_000_000, data.CORPUS_DIR / "en.txt")
+    # In a fresh process; the warm-up leaves out the fixed ~7 MB of torch code that a
+    # first load pages in, which would count for much more in 10 MB than in 1 GB.
+    r = memory.measure(path, warm_up=True)
+    if not r["reset"]:
+        pytest.skip("cannot reset the peak RSS counter (/proc/self/clear_refs)")
+    assert r["dtype"] == "torch.uint8"
+    assert r["ratio"] <= 4.0, f"peak {r['increase'] / 1e6:.1f} MB for a 10 MB file"
+    c = Corpus.load(str(path))
+    assert c.tokenizer.decode(torch.cat([c.train, c.val]).tolist()) == path.read_text()
 
 
 def test_corpus_load_with_a_given_tokenizer(tiny_corpus):
@@ -268,6 +312,51 @@ def test_corpus_load_with_a_given_tokenizer(tiny_corpus):
     small = CharTokenizer.from_text("the cat")
     with pytest.raises(UserError, match="unknown characters"):
         Corpus.load(str(tiny_corpus), tokenizer=small)
+
+
+# --- encode_tensor -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["hello world", "你好，世界！hello 🐍\n", "\x00\t\uffff\U0010ffff", ""])
+def test_encode_tensor_gives_the_ids_of_encode(text, monkeypatch):
+    tok = CharTokenizer.from_text(text + "z")
+    for chunk in (CharTokenizer.CHUNK, 1, 3):  # chunk boundaries anywhere
+        monkeypatch.setattr(CharTokenizer, "CHUNK", chunk)
+        ids = tok.encode_tensor(text)
+        assert ids.shape == (len(text),)
+        assert ids.tolist() == tok.encode(text)
+        assert tok.decode(ids) == text
+
+
+@pytest.mark.parametrize("size, dtype", [(1, torch.uint8), (256, torch.uint8),
+                                         (257, torch.int16), (32768, torch.int16),
+                                         (32769, torch.int32)])
+def test_encode_tensor_uses_the_smallest_dtype_that_holds_every_id(size, dtype):
+    tok = CharTokenizer(chr(0x4E00 + i) for i in range(size))
+    assert tok.dtype == dtype
+    ids = tok.encode_tensor(tok.chars[-1] + tok.chars[0])
+    assert ids.dtype == dtype
+    assert ids.tolist() == [size - 1, 0]  # the largest id fits
+
+
+def test_encode_tensor_names_an_unknown_character():
+    tok = CharTokenizer.from_text("hello")
+    with pytest.raises(UserError) as e:
+        tok.encode_tensor("help")
+    assert "'p' at position 3" in str(e.value)
+    assert str(e.value).startswith("1 unknown character not in the vocabulary of 4")
+
+
+@pytest.mark.parametrize("chunk", [CharTokenizer.CHUNK, 4])
+def test_encode_tensor_fails_with_the_same_message_as_encode(chunk, monkeypatch):
+    monkeypatch.setattr(CharTokenizer, "CHUNK", chunk)
+    tok = CharTokenizer.from_text("abc")
+    for text in ["abcx", "xabc", "a🐍b你c", "ab" + "0123456789XYZ" + "c" * 20 + "!"]:
+        with pytest.raises(UserError) as expected:
+            tok.encode(text)
+        with pytest.raises(UserError) as got:
+            tok.encode_tensor(text)
+        assert str(got.value) == str(expected.value)
 
 
 # --- download ------------------------------------------------------------------
