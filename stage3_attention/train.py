@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument("--max-iters", type=non_negative_int, default=5000, help="optimizer steps in total")
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to train")
+    g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: timed, the fastest of 1..all)")
     g.add_argument("--out-dir", type=Path, default=Path("out") / __package__, help="checkpoints, log and figures go here")
     g.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt exactly where it stopped")
     g.add_argument("--sample-tokens", type=non_negative_int, default=200, help="characters sampled before and after training")

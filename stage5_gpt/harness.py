@@ -26,6 +26,7 @@ import argparse
 import json
 import math
 import signal
+import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,6 +121,52 @@ class StopFlag:
     def __exit__(self, *exc):
         signal.signal(signal.SIGINT, self.previous)
 # --8<-- [end:stopflag]
+
+
+# --8<-- [start:threads]
+class ThreadTuner:
+    """Picks how many CPU threads PyTorch uses, by timing training steps.
+
+    More threads are faster on an idle machine, but when another program keeps a
+    core busy, threads that wait for each other can make every step 2-3x slower.
+    So: time a few steps at each candidate count, keep the fastest, and time them
+    again every ``every`` seconds in case the machine got busier or quieter.
+    ``threads`` (the --threads flag) pins the count instead.
+    """
+
+    def __init__(self, threads: int | None, trial: int = 6, every: float = 30.0):
+        top = threads or torch.get_num_threads()
+        torch.set_num_threads(top)
+        self.pinned, self.trial, self.every = threads is not None, trial, every
+        self.choices = sorted({1, top} | {2 ** i for i in range(1, 8) if 2 ** i < top})
+        self.plan = [] if self.pinned or len(self.choices) == 1 else list(self.choices)
+        self.samples: dict[int, list[float]] = {}
+        self.best, self.recheck_at = top, math.inf
+
+    def before_step(self) -> None:
+        if self.plan:
+            torch.set_num_threads(self.plan[0])
+
+    def after_step(self, seconds: float) -> str | None:
+        """Record one step's time; returns a note when the choice changes."""
+        if self.plan:
+            times = self.samples.setdefault(self.plan[0], [])
+            times.append(seconds)
+            if len(times) >= self.trial:
+                self.plan.pop(0)
+            if not self.plan:  # every candidate timed: keep the fastest (first step: warm-up)
+                speed = {n: statistics.median(t[1:]) for n, t in self.samples.items()}
+                best, self.best = self.best, min(speed, key=speed.get)
+                torch.set_num_threads(self.best)
+                self.samples, self.recheck_at = {}, time.monotonic() + self.every
+                if best != self.best or not hasattr(self, "told"):
+                    self.told = True
+                    return f"threads: {self.best} (ms per step: " + ", ".join(
+                        f"{n}: {1000 * t:.1f}" for n, t in sorted(speed.items())) + ")"
+        elif time.monotonic() >= self.recheck_at:
+            self.plan = list(self.choices)
+        return None
+# --8<-- [end:threads]
 
 
 class Run:
@@ -251,6 +298,7 @@ class Run:
     def steps(self) -> Iterator[int]:
         """Yield step numbers; evaluate and checkpoint between steps; stop on Ctrl-C."""
         args, first = self.args, self.step
+        tuner = ThreadTuner(getattr(args, "threads", None))
         self.t0 = time.time()
         self.bar = tqdm(range(first, args.max_iters), desc="training", unit="step",
                         dynamic_ncols=True)
@@ -264,7 +312,12 @@ class Run:
                     losses = self.evaluate()
                     self.bar.write(f"step {step:5d}: train loss {losses['train']:.4f}, "
                                    f"val loss {losses['val']:.4f}")
+                tuner.before_step()
+                t = time.perf_counter()
                 yield step
+                note = tuner.after_step(time.perf_counter() - t)
+                if note:
+                    self.bar.write(note)
                 self.step = step + 1
         self.wall = time.time() - self.t0
 

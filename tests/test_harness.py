@@ -468,3 +468,50 @@ def test_losses_in_log_and_metrics_are_finite_numbers(S, tiny_checkpoints):
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["stage"] == S.stage and metrics["steps"] == 3
     assert metrics["best_val_loss"] == min(r["val"] for r in rows)
+
+
+# --------------------------------------------------------------------------- threads
+
+
+def test_thread_tuner_keeps_the_fastest_count_and_rechecks(S, monkeypatch):
+    clock = {"now": 0.0}
+    monkeypatch.setattr(S.harness.time, "monotonic", lambda: clock["now"])
+    before = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        tuner = S.harness.ThreadTuner(None, trial=3, every=10.0)
+        assert tuner.choices == [1, 2, 4]
+        busy = {1: 0.010, 2: 0.020, 4: 0.050}  # another program holds cores: 1 is fastest
+        notes = []
+        for _ in range(9):  # three steps at each count
+            tuner.before_step()
+            notes.append(tuner.after_step(busy[torch.get_num_threads()]))
+        assert torch.get_num_threads() == 1 and tuner.best == 1
+        assert [n for n in notes if n] == ["threads: 1 (ms per step: 1: 10.0, 2: 20.0, 4: 50.0)"]
+        tuner.before_step()
+        tuner.after_step(0.010)
+        assert not tuner.plan, "no re-check before `every` seconds"
+        clock["now"] = 11.0  # the machine went quiet: 4 threads are fastest now
+        quiet = {1: 0.010, 2: 0.006, 4: 0.004}
+        tuner.after_step(0.010)
+        notes = []
+        for _ in range(9):
+            tuner.before_step()
+            notes.append(tuner.after_step(quiet[torch.get_num_threads()]))
+        assert torch.get_num_threads() == 4
+        assert [n for n in notes if n] == ["threads: 4 (ms per step: 1: 10.0, 2: 6.0, 4: 4.0)"]
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_threads_flag_pins_the_count(S):
+    before = torch.get_num_threads()
+    try:
+        tuner = S.harness.ThreadTuner(3)
+        assert torch.get_num_threads() == 3 and not tuner.plan
+        tuner.before_step()
+        assert tuner.after_step(1.0) is None and torch.get_num_threads() == 3
+        args = S.train.build_parser().parse_args(["--threads", "2"])
+        assert args.threads == 2 and S.train.build_parser().get_default("threads") is None
+    finally:
+        torch.set_num_threads(before)
