@@ -59,19 +59,20 @@ def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
     model = LanguageModel(model_config(args, run.vocab_size)).to(run.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    run.start(model, optimizer)
+    net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     # --8<-- [start:train_loop]
     for _step in run.steps():  # every --eval-interval steps: losses, log, checkpoints
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        _, loss = model(xb, yb)
+        _, loss = net(xb, yb)
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
     # --8<-- [end:train_loop]
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
-    prompt = default_prompt(run.corpus.text, min(args.block_size, 24))
-    print(f"attention:  {attention_figure(model, run.corpus.tokenizer, prompt, run.out / 'attention.png')}")
+    if run.main:  # under torchrun, only the first process writes files
+        prompt = default_prompt(run.corpus.text, min(args.block_size, 24))
+        print(f"attention:  {attention_figure(model, run.corpus.tokenizer, prompt, run.out / 'attention.png')}")
     return metrics
 
 

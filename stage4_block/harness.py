@@ -17,7 +17,10 @@ What it does for a run (``Run``):
 - a divergence guard: a loss that is nan or inf stops the run with a message,
   before anything is saved, so the last checkpoint on disk is a good one;
 - Ctrl-C stops at the next step boundary and saves a resumable checkpoint;
-- at the end: ``loss.png``, ``vocab.json``, ``metrics.json`` and a sample.
+- at the end: ``loss.png``, ``vocab.json``, ``metrics.json`` and a sample;
+- under ``torchrun --nproc_per_node N``: data-parallel training with PyTorch's
+  DistributedDataParallel, each process taking its share of every batch; only
+  the first process (rank 0) prints and writes files.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import statistics
 import time
@@ -169,6 +173,30 @@ class ThreadTuner:
 # --8<-- [end:threads]
 
 
+# --8<-- [start:distributed]
+def start_distributed(device: str, batch_size: int) -> tuple[int, int, str]:
+    """Under torchrun: join the process group; returns (rank, world size, device).
+
+    A plain ``python -m ...`` run is rank 0 of a world of 1 and changes nothing.
+    Every process draws the same batch and trains on its slice of it, so N
+    processes at --batch-size B take the same steps as one process at B.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    if batch_size % world:
+        raise UserError(f"--batch-size {batch_size} must be a multiple of the {world} processes "
+                        "torchrun started: each takes an equal share of every batch.")
+    local = int(os.environ["LOCAL_RANK"])
+    if device == "cuda":  # one GPU per process
+        torch.cuda.set_device(local)
+        device = f"cuda:{local}"
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    return torch.distributed.get_rank(), world, device
+# --8<-- [end:distributed]
+
+
 class Run:
     """One training run: ``Run(args, parser)``, ``start(model, optimizer)``,
     ``for step in steps(): ...``, ``finish()``."""
@@ -177,9 +205,12 @@ class Run:
         self.args = args
         self.out = check_out_dir(Path(args.out_dir))
         self.ckpt_path = self.out / "ckpt.pt"
-        remove_stale_tmp(self.out)
+        self.rank, self.world, self.device = start_distributed(pick_device(args.device),
+                                                               args.batch_size)
+        self.main = self.rank == 0  # the process that prints and writes files
+        if self.main:
+            remove_stale_tmp(self.out)
         self.resume = self._restore_flags(parser) if args.resume else None
-        self.device = pick_device(args.device)
         torch.manual_seed(args.seed)
         tokenizer = CharTokenizer(self.resume["vocab"]) if self.resume else None
         self.corpus = Corpus.load(args.data, args.val_fraction, tokenizer)
@@ -213,14 +244,25 @@ class Run:
         if args.max_iters == defaults["max_iters"]:  # not given: finish the run as planned
             args.max_iters = saved["max_iters"]
         elif args.max_iters != saved["max_iters"]:
-            print(f"note: the run was planned for --max-iters {saved['max_iters']}; it now runs "
+            self.say(f"note: the run was planned for --max-iters {saved['max_iters']}; it now runs "
                   f"to {args.max_iters}. Whatever depends on the run's length (such as a "
                   f"learning-rate schedule) follows the new length from step {ckpt['step']} on.")
         return ckpt
     # --8<-- [end:resume]
 
-    def start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Resume the weights, optimizer and RNGs, or print a sample of the untrained model."""
+    def say(self, text: str) -> None:
+        if self.main:
+            print(text)
+
+    def write(self, text: str) -> None:
+        """Print a line above the progress bar (only the first process does)."""
+        if self.main:
+            self.bar.write(text)
+
+    def start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.nn.Module:
+        """Resume the weights, optimizer and RNGs, or print a sample of the untrained model.
+        Returns the module to train: ``model``, or under torchrun its DDP wrapper, which
+        averages the gradients of all processes during ``backward()``."""
         self.model, self.optimizer = model, optimizer
         if self.resume:
             model.load_state_dict(self.resume["model"])
@@ -229,28 +271,37 @@ class Run:
             self.history, self.best_val = self.resume["history"], self.resume["best_val"]
             self.best_step = self.resume.get("best_step")
             self.step = self.resume["step"]
-            print(f"resuming from {self.ckpt_path} at step {self.step} "
+            self.say(f"resuming from {self.ckpt_path} at step {self.step} "
                   f"(best val {self.best_val:.4f})")
         parts = (model.param_breakdown() if hasattr(model, "param_breakdown")
                  else {"total": sum(p.numel() for p in model.parameters())})
         self.params = parts["total"]
         c = self.corpus
-        print(f"{__package__}: {self.params:,} parameters, vocab "
-              f"{self.vocab_size}, train {len(c.train):,} / val {len(c.val):,} tokens, "
-              f"device {self.device}")
+        self.say(f"{__package__}: {self.params:,} parameters, vocab "
+                 f"{self.vocab_size}, train {len(c.train):,} / val {len(c.val):,} tokens, "
+                 f"device {self.device}" + (f", {self.world} processes" if self.world > 1 else ""))
         if len(parts) > 1:
             for name, n in parts.items():
-                print(f"  {name:<20}{n:>12,}")
-        if not self.resume:
+                self.say(f"  {name:<20}{n:>12,}")
+        if not self.resume and self.main:
             print(f"sample before training:\n{self.sample()}\n")
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.log = (self.out / "log.jsonl").open("a" if self.resume else "w", encoding="utf-8")
+        if self.main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.log = (self.out / "log.jsonl").open("a" if self.resume else "w",
+                                                     encoding="utf-8")
+        if self.world == 1:
+            return model
+        return torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[self.device] if self.device.startswith("cuda") else None)
 
     def get_batch(self, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
         """A random (B, T) batch of inputs and targets from the training text."""
         data = self.corpus.train if split == "train" else self.corpus.val
-        return get_batch(data, self.args.batch_size, self.args.block_size, self.batches,
+        x, y = get_batch(data, self.args.batch_size, self.args.block_size, self.batches,
                          self.device)
+        share = len(x) // self.world  # under torchrun: this process's slice of the batch
+        lo, hi = self.rank * share, (self.rank + 1) * share
+        return x[lo:hi], y[lo:hi]
 
     def sample(self) -> str:
         return sample_text(self.model, self.corpus.tokenizer, self.args.sample_tokens,
@@ -272,12 +323,15 @@ class Run:
         row = {"step": self.step, **losses, "lr": self.optimizer.param_groups[0]["lr"],
                "time": round(time.time() - self.t0, 2)}
         self.history.append(row)
-        self.log.write(json.dumps(row) + "\n")
-        self.log.flush()
-        if losses["val"] < self.best_val:
+        improved = losses["val"] < self.best_val
+        if improved:
             self.best_val, self.best_step = losses["val"], self.step
-            self.save(self.out / "best.pt")
-        self.save(self.ckpt_path)
+        if self.main:
+            self.log.write(json.dumps(row) + "\n")
+            self.log.flush()
+            if improved:
+                self.save(self.out / "best.pt")
+            self.save(self.ckpt_path)
         return losses
     # --8<-- [end:checkpoints]
 
@@ -301,23 +355,23 @@ class Run:
         tuner = ThreadTuner(getattr(args, "threads", None))
         self.t0 = time.time()
         self.bar = tqdm(range(first, args.max_iters), desc="training", unit="step",
-                        dynamic_ncols=True)
+                        dynamic_ncols=True, disable=not self.main)
         with StopFlag() as flag, self.bar:
             for step in self.bar:
                 if flag.stop:
-                    self.bar.write(f"Ctrl-C: stopping at step {step} and saving "
-                                   "(continue with --resume)")
+                    self.write(f"Ctrl-C: stopping at step {step} and saving "
+                               "(continue with --resume)")
                     break
                 if step % args.eval_interval == 0 and (step > first or not self.history):
                     losses = self.evaluate()
-                    self.bar.write(f"step {step:5d}: train loss {losses['train']:.4f}, "
-                                   f"val loss {losses['val']:.4f}")
+                    self.write(f"step {step:5d}: train loss {losses['train']:.4f}, "
+                               f"val loss {losses['val']:.4f}")
                 tuner.before_step()
                 t = time.perf_counter()
                 yield step
                 note = tuner.after_step(time.perf_counter() - t)
                 if note:
-                    self.bar.write(note)
+                    self.write(note)
                 self.step = step + 1
         self.wall = time.time() - self.t0
 
@@ -328,21 +382,24 @@ class Run:
             losses = self.evaluate()
         else:
             losses = self.history[-1]
+        metrics = {
+            "stage": __package__, "data": args.data, "params": self.params, "steps": self.step,
+            "train_loss": losses["train"], "val_loss": losses["val"],
+            "best_val_loss": self.best_val, "best_val_step": self.best_step,
+            "train_seconds": round(self.wall, 2), "interrupted": self.step < args.max_iters,
+        }
+        if self.world > 1:
+            torch.distributed.destroy_process_group()
+        if not self.main:
+            return metrics
         self.log.close()
         print(f"step {self.step:5d}: train loss {losses['train']:.4f}, val loss "
               f"{losses['val']:.4f} (best {self.best_val:.4f} at step {self.best_step}, "
               f"{self.wall:.1f} s)")
         self.corpus.tokenizer.save(out / "vocab.json")
         self.png = plot_losses(self.history, out / "loss.png", title=f"{__package__} on {args.data}")
-        sample = self.sample()
-        print(f"\nsample after training:\n{sample}\n")
-        metrics = {
-            "stage": __package__, "data": args.data, "params": self.params, "steps": self.step,
-            "train_loss": losses["train"], "val_loss": losses["val"],
-            "best_val_loss": self.best_val, "best_val_step": self.best_step,
-            "train_seconds": round(self.wall, 2), "interrupted": self.step < args.max_iters,
-            "sample": sample,
-        }
+        metrics["sample"] = self.sample()
+        print(f"\nsample after training:\n{metrics['sample']}\n")
         (out / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2),
                                           encoding="utf-8")
         print(f"checkpoint: {self.ckpt_path} (best: {out / 'best.pt'})\n"

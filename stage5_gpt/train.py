@@ -110,8 +110,9 @@ def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
     model = GPT(model_config(args, run.vocab_size)).to(run.device)
     optimizer = make_optimizer(model, args)
-    run.start(model, optimizer)
-    fwd = torch.compile(model) if args.compile else model
+    net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
+    if args.compile:
+        net = torch.compile(net)  # faster steps on long runs, after a slow first one
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if run.device == "cuda"
                 and torch.cuda.is_bf16_supported() else contextlib.nullcontext())
     # --8<-- [start:train_loop]
@@ -120,7 +121,7 @@ def train(args: argparse.Namespace) -> dict:
             group["lr"] = get_lr(step, args)  # warmup, then cosine decay
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
         with autocast:  # bfloat16 matmuls on a CUDA GPU; a no-op on the CPU
-            _, loss = fwd(xb, yb)
+            _, loss = net(xb, yb)
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -129,8 +130,9 @@ def train(args: argparse.Namespace) -> dict:
         optimizer.step()
     # --8<-- [end:train_loop]
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
-    prompt = default_prompt(run.corpus.text, min(args.block_size, 24))
-    print(f"attention:  {attention_figure(model, run.corpus.tokenizer, prompt, run.out / 'attention.png')}")
+    if run.main:  # under torchrun, only the first process writes files
+        prompt = default_prompt(run.corpus.text, min(args.block_size, 24))
+        print(f"attention:  {attention_figure(model, run.corpus.tokenizer, prompt, run.out / 'attention.png')}")
     return metrics
 
 

@@ -1,5 +1,8 @@
 """tools/compare.py and tools/bench.py: quick unit checks, then small end-to-end runs.
 
+compare.py reads what the trainers write (metrics.json, log.jsonl), never what they
+print; the checks here give it such files, or a stand-in trainer that writes them.
+
 The end-to-end runs start together (see ``runs``) so that their torch imports
 overlap; each test then waits for its own.
 """
@@ -9,6 +12,8 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
+import queue
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +146,73 @@ def test_tables_show_every_row_and_a_flat_sample():
     assert "`ab⏎cd¦e" in md[4]  # no raw pipe inside a cell
 
 
+def test_plain_and_markdown_tables_align_the_columns_asked():
+    text = compare.plain_table(["name", "n"], [["小猫", "1"], ["ab", "1,234"]], right={1})
+    assert text.splitlines() == ["name      n", "----  -----", "小猫      1", "ab    1,234"]
+    md = compare.md_table(["name", "n"], [["a", "1"]], right={1})
+    assert md.splitlines() == ["| name | n |", "|---|--:|", "| a | 1 |"]
+
+
+def write_run(out: Path, metrics: dict, log: list[dict], tail: str = "") -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "metrics.json").write_text(json.dumps(metrics), encoding="utf-8")
+    (out / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log) + tail,
+                                   encoding="utf-8")
+
+
+LOG = [{"step": 0, "train": 4.0, "val": 4.1, "lr": 1e-3, "time": 0.1},
+       {"step": 5, "train": 2.0, "val": 2.5, "lr": 1e-3, "time": 1.0},
+       {"step": 10, "train": 1.5, "val": 2.5, "lr": 1e-3, "time": 2.0},
+       {"step": 15, "train": 1.0, "val": 2.75, "lr": 1e-3, "time": 3.0}]
+METRICS = {"stage": "stage5_gpt", "data": "en", "params": 10, "steps": 15, "train_loss": 1.0,
+           "val_loss": 2.75, "train_seconds": 3.0, "interrupted": False, "sample": "ab"}
+
+
+def test_read_run_takes_the_best_val_from_the_log_when_metrics_lack_it(tmp_path):
+    # a row still being written is left out; on a tie the first best counts
+    write_run(tmp_path / "a", METRICS, LOG, tail='{"step": 20, "train": 0.5, "val": 0.')
+    assert compare.read_log(tmp_path / "a" / "log.jsonl") == LOG
+    m = compare.read_run(tmp_path / "a")
+    assert (m["best_val_loss"], m["best_val_step"]) == (2.5, 5)
+    # what the trainer recorded wins
+    write_run(tmp_path / "b", {**METRICS, "best_val_loss": 2.4, "best_val_step": 7}, LOG)
+    m = compare.read_run(tmp_path / "b")
+    assert (m["best_val_loss"], m["best_val_step"]) == (2.4, 7)
+    row = compare.table_row(5, "stage5_gpt", m, 12, 64)
+    assert row["best_val_step"] == 7 and row["batch_size"] == 12 and "interrupted" not in row
+    # no log, no best: the table shows "?"
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "metrics.json").write_text(json.dumps(METRICS), encoding="utf-8")
+    row = compare.table_row(5, "stage5_gpt", compare.read_run(tmp_path / "c"), 12, 64)
+    assert "best_val_step" not in row and compare.cells(row)[6] == "?"
+
+
+def test_log_follower_reads_rows_as_they_are_written(tmp_path):
+    path = tmp_path / "log.jsonl"
+    follower = compare.LogFollower(path)
+    assert follower.new_rows() == []  # not there yet
+    line = json.dumps(LOG[0]) + "\n"
+    path.write_text(line[:10], encoding="utf-8")
+    assert follower.new_rows() == []  # half a row
+    with path.open("a", encoding="utf-8") as f:
+        f.write(line[10:] + json.dumps(LOG[1]) + "\n")
+    assert follower.new_rows() == LOG[:2]
+    assert follower.new_rows() == []
+    # --resume appends to the log: only the rows after the old ones are new
+    assert compare.LogFollower(path, from_end=True).new_rows() == []
+
+
+def test_a_trainers_output_is_read_line_by_line_without_bar_redraws():
+    read, write = os.pipe()
+    os.write(write, "a\r\nbar 1\rbar 2\rdone ✓\nlast\rbar".encode())
+    os.close(write)
+    events: queue.Queue = queue.Queue()
+    with os.fdopen(read, "rb") as stream:
+        compare._pump(stream, "err", events)
+    lines = [events.get_nowait() for _ in range(events.qsize())]
+    assert lines == [("err", "a"), ("err", "done ✓"), ("err", "bar"), ("err", None)]
+
+
 # ----------------------------------------------------------------------------- end to end
 
 TINY_BUDGET = ["--max-iters", "10", "--batch-size", "4", "--block-size", "8", "--eval-iters", "2",
@@ -202,7 +274,7 @@ def test_compare_two_stages_end_to_end(runs):
     lines = r.stdout.splitlines()
     assert any(line.startswith("Stage 2 vs stage 3 at the same budget") for line in lines)
     assert any(line.startswith("[1/2] stage 2 (bigram)") for line in lines)
-    assert any("step    10/10: train loss" in line for line in lines)  # progress lines
+    assert any("step    10/10: train loss" in line for line in lines)  # progress, from log.jsonl
     table = [line for line in lines if line.startswith(("2 (bigram)", "3 (attention)"))]
     assert len(table) == 2, r.stdout
     assert all("4 × 8" in line for line in table)
@@ -216,16 +288,24 @@ def test_compare_two_stages_end_to_end(runs):
     assert all(row["best_val_step"] in (0, 2, 4, 6, 8, 10) for row in rows)
     assert all(row["best_val_loss"] <= row["val_loss"] + 5e-5 for row in rows)
     assert rows[0]["params"] < rows[1]["params"]  # attention adds weights
-    for package in ("stage2_bigram", "stage3_attention"):
+    for package, row in zip(("stage2_bigram", "stage3_attention"), rows, strict=True):
         assert (runs.work / "tmp" / package / "metrics.json").is_file()
+        log = compare.read_log(runs.work / "tmp" / package / "log.jsonl")
+        assert [r["step"] for r in log] == [0, 2, 4, 6, 8, 10]
+        assert min(r["val"] for r in log) == row["best_val_loss"]
 
 
 @pytest.mark.slow
 def test_compare_reports_a_failing_stage(tmp_path, capsys):
     # A stand-in trainer that fails the way a stage does (a UserError -> exit 2), so this
     # needs no torch import; the real trainers' messages are tested in their own suites.
-    failing = ("import sys; print('step     0: train loss 4.1, val loss 4.2', flush=True); "
-               "sys.stderr.write('training:  0%|  | 0/10 [00:00<?, ?step/s]\\r\\n'); "
+    # Its one loss estimate goes to log.jsonl, where the progress display reads it.
+    log = tmp_path / "s2" / "log.jsonl"
+    failing = ("import json, sys; "
+               f"open({str(log)!r}, 'w').write(json.dumps(dict(step=0, train=4.1, val=4.2)) + '\\n'); "
+               "print('step 0: a line for people, not read by compare', flush=True); "
+               "sys.stderr.write('\\rtraining:  0%|  | 0/10 [00:00<?, ?step/s]'); "
+               "sys.stderr.write('\\rtraining: 10%|  | 1/10 [00:00<?, ?step/s]\\n'); "
                "sys.stderr.write('usage: python -m stage2_bigram.train [-h]\\n'); "
                "sys.stderr.write('error: block_size=100000 needs at least 100001 tokens\\n'); "
                "sys.exit(2)")
@@ -239,8 +319,9 @@ def test_compare_reports_a_failing_stage(tmp_path, capsys):
     assert "last lines of its stderr" in message
     assert "error: block_size=100000 needs at least 100001 tokens" in message
     tail = message.split("last lines of its stderr:")[1]
-    assert "usage:" in tail and "training:" not in tail  # the progress bar is left out
-    assert "step     0/10: train loss 4.1, val loss 4.2" in capsys.readouterr().out
+    assert "usage:" in tail
+    assert tail.count("training:") == 1 and " 0/10" not in tail  # the bar's last state only
+    assert "step     0/10: train loss 4.1000, val loss 4.2000" in capsys.readouterr().out
 
 
 @pytest.mark.slow

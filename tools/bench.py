@@ -170,10 +170,8 @@ def busy_note() -> str | None:
 
 
 def table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
-    fmt = lambda cells: "  ".join(  # noqa: E731
-        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
-    return "\n".join([fmt(header), "  ".join("-" * w for w in widths), *map(fmt, rows)])
+    """compare.plain_table: the first column (the configuration) left, the figures right."""
+    return compare.plain_table(header, rows, right=range(1, len(header)))
 
 
 def bench_forms(configs: list[Config], args: argparse.Namespace) -> list[dict]:

@@ -16,6 +16,19 @@ validation loss, the lowest validation loss of the run and the step it came at
 (a model that overfits ends above it), the wall-clock seconds of the training
 loop (evaluations included) and the start of a sample. --markdown writes the same table for the
 docs, --json the rows.
+
+Everything here is read from the files each trainer writes into its --out-dir, never
+from what it prints (printed lines are for people): the rows from ``metrics.json``,
+the progress (one line, or a bar on a terminal, per loss estimate) by following
+``log.jsonl`` as it grows, and the best validation loss from ``metrics.json`` or,
+where a trainer does not record it, from the lowest ``val`` in ``log.jsonl``.
+
+This module is also the one place that lays out tables: ``plain_table`` for the
+terminal and ``md_table`` for Markdown; tools/bench.py and tools/gen_docs.py use
+them too. tools/gen_docs.py runs this script one stage at a time for the docs'
+same-budget table (``compare_budget_en.md``) and keeps each stage's row in
+docs/generated/runs/, so a change to one stage re-runs only that stage's row and
+the table is assembled again from the stored rows.
 """
 
 from __future__ import annotations
@@ -34,6 +47,7 @@ import sys
 import threading
 import time
 import unicodedata
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,8 +59,7 @@ BUILTIN_DATA = ("en", "zh", "shakespeare")
 EVALS = 5  # loss estimates per run when the budget is given (plus the final one)
 SAMPLE_CHARS = 60
 
-STEP_LINE = re.compile(r"step\s+(\d+): train loss (\S+), val loss ([^\s,]+)")
-TQDM_COUNT = re.compile(r"\|\s*(\d+)/(\d+)\s*\[")
+POLL_SECONDS = 0.25  # how often the progress display looks at log.jsonl
 
 
 class CompareError(Exception):
@@ -169,7 +182,7 @@ class StageRun:
     env: dict[str, str] = field(default_factory=dict)  # on top of this process's environment
     stderr_tail: list[str] = field(default_factory=list)
     stdout_tail: list[str] = field(default_factory=list)
-    evals: list[tuple[int, float, float]] = field(default_factory=list)  # (step, train, val)
+    evals: list[dict] = field(default_factory=list)  # the rows of log.jsonl seen so far
 
     @property
     def label(self) -> str:
@@ -261,8 +274,90 @@ def warnings_for(runs: list[StageRun], args: argparse.Namespace) -> list[str]:
 # ----------------------------------------------------------------------------- running
 
 
+def log_rows(lines: list[str]) -> list[dict]:
+    """The loss estimates among lines of a ``log.jsonl``.
+
+    A row is ``{"step", "train", "val", "lr", "time"}``; a line that is not (yet)
+    a whole JSON object with a step, a train and a val loss, such as one the trainer
+    is still writing, is left out.
+    """
+    rows = []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and {"step", "train", "val"} <= row.keys():
+            rows.append(row)
+    return rows
+
+
+def read_log(path: Path) -> list[dict]:
+    """The complete rows of a trainer's ``log.jsonl``; none when there is no such file."""
+    try:
+        return log_rows(path.read_text(encoding="utf-8").splitlines())
+    except OSError:
+        return []
+
+
+def read_run(out_dir: Path) -> dict:
+    """A finished run's ``metrics.json``, with its best validation loss and step filled in.
+
+    Trainers that do not record ``best_val_step`` get it (and ``best_val_loss``) from
+    the row of ``log.jsonl`` with the lowest ``val``, the first one on a tie.
+    Raises OSError or ValueError when ``metrics.json`` is missing or unreadable.
+    """
+    metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
+    if metrics.get("best_val_step") is None:
+        log = read_log(out_dir / "log.jsonl")
+        if log:
+            best = min(log, key=lambda r: r["val"])
+            metrics["best_val_loss"], metrics["best_val_step"] = best["val"], best["step"]
+    return metrics
+
+
+def table_row(number: int, package: str, metrics: dict, batch_size: int | None,
+              block_size: int | None) -> dict:
+    """One row of the comparison table from a run's ``read_run`` figures."""
+    row = {
+        "stage": number, "package": package, "params": metrics["params"],
+        "steps": metrics["steps"], "batch_size": batch_size, "block_size": block_size,
+        "train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
+        "train_seconds": metrics["train_seconds"], "sample": metrics["sample"],
+    }
+    if metrics.get("best_val_step") is not None:
+        row["best_val_loss"], row["best_val_step"] = metrics["best_val_loss"], metrics["best_val_step"]
+    if metrics.get("interrupted"):
+        row["interrupted"] = True
+    return row
+
+
+class LogFollower:
+    """The rows a trainer appends to its ``log.jsonl`` while it runs, as they come."""
+
+    def __init__(self, path: Path, from_end: bool = False):
+        self.path = path
+        self.offset = path.stat().st_size if from_end and path.exists() else 0
+        self.partial = b""
+
+    def new_rows(self) -> list[dict]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:  # not written yet
+            return []
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")  # the last one may be half
+        return log_rows([line.decode("utf-8", errors="replace") for line in lines])
+
+
 def _pump(stream, kind: str, events: queue.Queue) -> None:
-    """Read a child's stream; split on newlines and carriage returns (tqdm uses \\r)."""
+    """Read a child's stream line by line, for the tail shown when it fails.
+
+    A piece that ends in a lone carriage return is one a terminal overwrites (a
+    progress bar redrawing itself), so it is not passed on; "\\r\\n" ends a line.
+    """
     buf = ""
     fd = stream.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # chunks may split a char
@@ -271,48 +366,52 @@ def _pump(stream, kind: str, events: queue.Queue) -> None:
         if not chunk:
             break
         buf += decoder.decode(chunk)
-        *lines, buf = re.split(r"[\r\n]", buf)
-        for line in lines:
-            events.put((kind, line))
-    if buf:
+        while True:
+            cut = min((i for i in (buf.find("\n"), buf.find("\r")) if i >= 0), default=-1)
+            if cut < 0 or cut == len(buf) - 1 and buf[cut] == "\r":
+                break  # no end yet, or "\r" that "\n" may follow in the next chunk
+            if buf[cut] == "\r" and buf[cut + 1] != "\n":
+                buf = buf[cut + 1:]  # overwritten by what follows
+                continue
+            events.put((kind, buf[:cut]))
+            buf = buf[cut + (2 if buf[cut] == "\r" else 1):]
+    if buf and not buf.endswith("\r"):
         events.put((kind, buf))
     events.put((kind, None))
 
 
 class Progress:
-    """One short line per loss estimate, or a tqdm bar per stage on a terminal."""
+    """One short line per loss estimate, or a bar per stage on a terminal.
+
+    Fed with the rows of the trainer's ``log.jsonl``; the bar moves at each loss
+    estimate and its clock keeps running in between.
+    """
 
     def __init__(self, run: StageRun, index: int, count: int):
         self.run, self.total = run, run.max_iters
         print(f"[{index}/{count}] stage {run.label}: python -m {shlex.join(run.command[2:])}",
               flush=True)
         self.bar = None
-        self.tty = sys.stderr.isatty()
-        self.postfix: dict[str, str] = {}
-
-    def steps(self, done: int, total: int) -> None:
-        """The trainer's own bar moved: mirror it (created late so its rate is right)."""
-        self.total = total
-        if not self.tty:
-            return
-        if self.bar is None:
+        if sys.stderr.isatty():
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, initial=done, desc=f"  stage {self.run.number}",
-                            unit="step", dynamic_ncols=True, leave=False, file=sys.stderr)
-            self.bar.set_postfix(self.postfix)
-        if self.bar.total != total:
-            self.bar.total = total
-        if done > self.bar.n:
-            self.bar.update(done - self.bar.n)
+            self.bar = tqdm(total=self.total, desc=f"  stage {run.number}", unit="step",
+                            dynamic_ncols=True, leave=False, file=sys.stderr)
 
-    def evaluated(self, step: int, train: str, val: str) -> None:
-        self.postfix = {"train": train, "val": val}
+    def evaluated(self, row: dict) -> None:
+        step, train, val = row["step"], row["train"], row["val"]
         if self.bar is not None:
-            self.bar.set_postfix(self.postfix)
-        elif not self.tty:
+            if step > self.bar.n:
+                self.bar.update(step - self.bar.n)
+            self.bar.set_postfix({"train": f"{train:.4f}", "val": f"{val:.4f}"})
+        else:
             total = f"/{self.total}" if self.total else ""
-            print(f"      step {step:>5}{total}: train loss {train}, val loss {val}", flush=True)
+            print(f"      step {step:>5}{total}: train loss {train:.4f}, val loss {val:.4f}",
+                  flush=True)
+
+    def tick(self) -> None:
+        if self.bar is not None:
+            self.bar.refresh()
 
     def close(self) -> None:
         if self.bar is not None:
@@ -324,6 +423,10 @@ def run_stage(run: StageRun, index: int, count: int) -> dict:
     run.out_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = run.out_dir / "metrics.json"
     metrics_path.unlink(missing_ok=True)  # never report a previous run's figures
+    resuming = "--resume" in run.command  # the trainer appends to its log then
+    if not resuming:
+        (run.out_dir / "log.jsonl").unlink(missing_ok=True)
+    follower = LogFollower(run.out_dir / "log.jsonl", from_end=resuming)
     env = {**os.environ, **run.env, "PYTHONUNBUFFERED": "1", "PYTHONIOENCODING": "utf-8"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     progress = Progress(run, index, count)
@@ -335,29 +438,31 @@ def run_stage(run: StageRun, index: int, count: int) -> dict:
                for s, k in ((proc.stdout, "out"), (proc.stderr, "err"))]
     for t in readers:
         t.start()
+
+    def follow() -> None:
+        for row in follower.new_rows():
+            run.evals.append(row)
+            progress.evaluated(row)
+
     try:
-        open_streams = 2
+        open_streams, polled = 2, 0.0
         while open_streams:
-            kind, line = events.get()
-            if line is None:
+            try:
+                kind, line = events.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                kind, line = None, None
+            if kind is not None and line is None:
                 open_streams -= 1
-                continue
-            if kind == "err":
-                m = TQDM_COUNT.search(line)
-                if m and line.lstrip().startswith("training"):
-                    progress.steps(int(m.group(1)), int(m.group(2)))
-                    continue
+            elif kind == "err":
                 run.stderr_tail = (run.stderr_tail + [line])[-40:]
-            else:
+            elif kind == "out":
                 run.stdout_tail = (run.stdout_tail + [line])[-40:]
-                m = STEP_LINE.search(line)
-                if m:
-                    progress.evaluated(int(m.group(1)), m.group(2), m.group(3))
-                    try:
-                        run.evals.append((int(m.group(1)), float(m.group(2)), float(m.group(3))))
-                    except ValueError:
-                        pass
+            if time.perf_counter() - polled >= POLL_SECONDS:
+                polled = time.perf_counter()
+                follow()
+                progress.tick()
         rc = proc.wait()
+        follow()  # the last rows
     except BaseException:
         progress.close()
         _stop(proc)
@@ -367,25 +472,17 @@ def run_stage(run: StageRun, index: int, count: int) -> dict:
     if rc != 0:
         raise CompareError(failure_message(run, f"failed with exit code {rc}"))
     try:
-        metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+        metrics = read_run(run.out_dir)
     except (OSError, ValueError) as e:
         raise CompareError(failure_message(
             run, f"finished but left no readable {metrics_path} ({e})")) from None
-    row = {
-        "stage": run.number, "package": run.package, "params": metrics["params"],
-        "steps": metrics["steps"], "batch_size": run.batch_size, "block_size": run.block_size,
-        "train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
-        "train_seconds": metrics["train_seconds"], "run_seconds": round(seconds, 2),
-        "sample": metrics["sample"], "out_dir": str(run.out_dir),
-        "command": shlex.join(run.command[2:]),
-    }
-    # The lowest validation loss of the run and when it came: a model that overfits ends
-    # higher than its best. Taken from the progress lines, the same way for every stage.
-    if run.evals:
-        step, _, val = min(run.evals, key=lambda e: e[2])
-        row["best_val_loss"], row["best_val_step"] = val, step
-    if metrics.get("interrupted"):
-        row["interrupted"] = True
+    try:
+        row = table_row(run.number, run.package, metrics, run.batch_size, run.block_size)
+    except KeyError as e:
+        raise CompareError(failure_message(
+            run, f"finished but its {metrics_path} has no {e}")) from None
+    row.update(run_seconds=round(seconds, 2), out_dir=str(run.out_dir),
+               command=shlex.join(run.command[2:]))
     print(f"      done: {row['params']:,} parameters, val loss {row['val_loss']:.4f}, "
           f"{row['train_seconds']:.1f} s training ({seconds:.1f} s in all)", flush=True)
     return row
@@ -445,14 +542,29 @@ def pad(s: str, w: int, right: bool) -> str:
 NUMERIC = {1, 2, 4, 5, 6, 7}
 
 
+def plain_table(header: list[str], rows: list[list[str]], right: Container[int] = ()) -> str:
+    """The plain-text table every tool prints: columns two spaces apart, a dashed rule
+    under the header; the columns whose index is in ``right`` are right-aligned."""
+    widths = [max(width(c) for c in col) for col in zip(header, *rows, strict=True)]
+
+    def line(row: list[str]) -> str:
+        return "  ".join(pad(c, w, i in right)
+                         for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
+
+
+def md_table(header: list[str], rows: list[list[str]], right: Container[int] = ()) -> str:
+    """The Markdown table every tool writes; cells are Markdown already (``md_cell``,
+    ``md_code``), and the columns whose index is in ``right`` are right-aligned."""
+    align = ["--:" if i in right else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
 def text_table(rows: list[dict]) -> str:
-    body = [cells(r) for r in rows]
-    widths = [max(width(c) for c in col) for col in zip(COLUMNS, *body, strict=True)]
-    lines = ["  ".join(pad(c, w, i in NUMERIC) for i, (c, w) in enumerate(zip(COLUMNS, widths, strict=True))),
-             "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(pad(c, w, i in NUMERIC) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-              for r in body]
-    return "\n".join(line.rstrip() for line in lines)
+    return plain_table(list(COLUMNS), [cells(r) for r in rows], NUMERIC)
 
 
 def md_cell(s: str) -> str:
@@ -466,12 +578,8 @@ def md_code(s: str) -> str:
 
 
 def markdown_table(rows: list[dict], title: str) -> str:
-    align = ["---" if i not in NUMERIC else "--:" for i in range(len(COLUMNS))]
-    lines = [f"{title}", "", "| " + " | ".join(COLUMNS) + " |", "|" + "|".join(align) + "|"]
-    for r in rows:
-        c = cells(r)
-        lines.append("| " + " | ".join([*map(md_cell, c[:-1]), md_code(c[-1])]) + " |")
-    return "\n".join(lines) + "\n"
+    body = [[*map(md_cell, c[:-1]), md_code(c[-1])] for c in map(cells, rows)]
+    return f"{title}\n\n{md_table(list(COLUMNS), body, NUMERIC)}\n"
 
 
 def title_for(runs: list[StageRun], args: argparse.Namespace) -> str:
