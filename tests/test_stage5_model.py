@@ -10,7 +10,7 @@ import torch
 from torch.nn import functional as F
 
 from stage5_gpt.errors import UserError
-from stage5_gpt.model import GPT, GPTConfig, sample_next
+from stage5_gpt.model import GPT, Dropout, GPTConfig, sample_next
 
 PARTS = ("token embedding", "position embedding", "blocks", "final norm", "lm_head")
 
@@ -163,6 +163,52 @@ def test_sdpa_path_equals_explicit_path_in_train_mode_without_dropout():
     explicit_loss.backward()
     for a, p in zip(g_fast, model.parameters(), strict=True):
         torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+
+
+def test_the_three_attention_kernels_agree():
+    """Fused SDPA (training, no dropout), batched math (CPU inference) and the traced
+    teaching path compute the same attention, forward and backward."""
+    model = make(seed=5, dropout=0.0)
+    idx = torch.randint(11, (3, 13), generator=torch.Generator().manual_seed(5))
+    fused, fused_loss = model.train()(idx, idx)
+    fused_loss.backward()
+    g_fused = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    batched, batched_loss = model.eval()(idx, idx)  # eval on a CPU: the baddbmm path
+    batched_loss.backward()
+    traced, _ = model(idx, idx, trace=[])
+    torch.testing.assert_close(fused, batched, atol=1e-5, rtol=0)
+    torch.testing.assert_close(traced, batched, atol=1e-5, rtol=0)
+    for a, p in zip(g_fused, model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_cpu_dropout_drops_p_of_the_elements_and_keeps_the_mean(p):
+    drop = Dropout(p).train()
+    torch.manual_seed(0)
+    x = torch.ones(1_000_003)  # not a multiple of 4: the last 64-bit draw is cut
+    y = drop(x)
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - p) < 0.003
+    kept = y[y != 0]
+    assert torch.allclose(kept, torch.full_like(kept, 65536 / (65536 - round(p * 65536))))
+    assert abs(y.mean().item() - 1.0) < 0.01
+    torch.manual_seed(0)
+    assert torch.equal(drop(x), y), "seeded: the same mask"
+    assert not torch.equal(drop(x), y), "the next call draws a new mask"
+    assert torch.equal(drop.eval()(x), x)
+    assert torch.equal(Dropout(0.0).train()(x), x)
+
+
+def test_cpu_dropout_gradient_is_the_mask_times_the_scale():
+    drop = Dropout(0.3).train()
+    x = torch.randn(4, 5, 7, requires_grad=True)
+    y = drop(x)
+    y.sum().backward()
+    scale = 65536 / (65536 - round(0.3 * 65536))
+    torch.testing.assert_close(x.grad, (y != 0).float() * scale)
+    assert y.shape == x.shape
 
 
 def test_dropout_is_active_in_train_mode_and_off_in_eval():
