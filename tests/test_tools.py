@@ -260,7 +260,8 @@ def runs(tmp_path_factory):
                          "--out-dir", "tmp", "--markdown", "tmp/x.md", "--json", "tmp/x.json",
                          cwd=work),
         "bench": start(TOOLS / "bench.py", "--quick", "--steps", "2", "--warmup", "1",
-                       "--repeats", "1", "--threads", "1", "--json", "bench.json", cwd=work),
+                       "--repeats", "1", "--threads", "1", "--thread-seconds", "0.3",
+                       "--json", "bench.json", cwd=work),
     }
     r = Runs(procs, work)
     yield r
@@ -348,3 +349,7 @@ def test_bench_quick(runs):
     assert forms["heads"]["tokens_per_s"] > 0 and forms["batched"]["tokens_per_s"] > 0
     gpt = figures["stage5_vs_stage4"][0]
     assert gpt["params_stage5"] - gpt["params_stage4"] == 2 * gpt["config"]["n_embd"]
+    assert "KV cache" in out and figures["kv_cache"]["identical"] is True
+    assert figures["kv_cache"]["seconds_cache"] > 0
+    assert "chosen by timing" in out and "one core busy" in out
+    assert set(figures["threads"]["busy"]) == {"1 thread", "chosen by timing"}

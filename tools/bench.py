@@ -10,8 +10,13 @@
 (b) Stage 5's GPT against stage 4 (batched, learned positions) at the same
     configuration, both with dropout 0 and GELU: training tokens/s and
     evaluation tokens/s (a forward pass under ``torch.no_grad``). Stage 5 has a
-    final LayerNorm that stage 4 lacks (2 * n_embd more parameters) and runs
-    attention through the fused ``scaled_dot_product_attention`` kernel.
+    final LayerNorm that stage 4 lacks (2 * n_embd more parameters) and picks its
+    attention kernel by what measured fastest on a CPU.
+(c) Generation with stage 5's KV cache against without it: greedy tokens from a
+    one-character prompt, the same tokens both ways.
+(d) The harness's thread choice (harness.ThreadTuner) against fixed thread
+    counts, on a quiet machine and with another process keeping one core busy
+    (``python -c "while True: pass"``): stage-5 training steps per second.
 
 A training step is forward + backward + AdamW step (no gradient clipping) on a
 random batch of token ids (vocabulary 65, like the English corpus). Warmup steps
@@ -32,6 +37,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -45,6 +51,7 @@ import compare  # noqa: E402  (tools/compare.py, beside this script)
 import torch  # noqa: E402
 
 from stage4_block.model import LanguageModel, ModelConfig  # noqa: E402
+from stage5_gpt.harness import ThreadTuner  # noqa: E402
 from stage5_gpt.model import GPT, GPTConfig  # noqa: E402
 
 VOCAB = 65
@@ -198,8 +205,8 @@ def bench_forms(configs: list[Config], args: argparse.Namespace) -> list[dict]:
 
 
 def bench_gpt(configs: list[Config], args: argparse.Namespace) -> list[dict]:
-    print("\n(b) stage 5 (GPT, fused SDPA attention) vs stage 4 (batched attention, learned "
-          "positions), same configuration, dropout 0, GELU, tokens/s")
+    print("\n(b) stage 5 (GPT) vs stage 4 (batched attention, learned positions), same "
+          "configuration, dropout 0, GELU, tokens/s")
     results, rows = [], []
     for cfg in configs:
         torch.manual_seed(0)
@@ -228,6 +235,82 @@ def bench_gpt(configs: list[Config], args: argparse.Namespace) -> list[dict]:
     return results
 
 
+GEN_CONFIG = dict(n_layer=6, n_head=6, n_embd=384, block_size=256)  # ng-video-lecture's size
+GEN_QUICK = dict(n_layer=1, n_head=2, n_embd=16, block_size=16)
+
+
+def bench_cache(args: argparse.Namespace) -> dict:
+    size, tokens = (GEN_QUICK, 40) if args.quick else (GEN_CONFIG, args.gen_tokens)
+    print(f"\n(c) stage 5 generation, KV cache vs none: {tokens} greedy tokens from a "
+          f"1-character prompt, L{size['n_layer']} H{size['n_head']} C{size['n_embd']} "
+          f"T{size['block_size']}")
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=VOCAB, **size)).eval()
+    prompt = torch.zeros(1, 1, dtype=torch.long)
+    seconds, outputs = {}, {}
+    for use_cache in (True, False, True):  # the cache twice: its first run also warms up
+        t0 = time.perf_counter()
+        outputs[use_cache] = model.generate(prompt, tokens, temperature=0, use_cache=use_cache)
+        seconds[use_cache] = time.perf_counter() - t0
+    same = torch.equal(outputs[True][:, : size["block_size"]],
+                       outputs[False][:, : size["block_size"]])
+    speedup = seconds[False] / seconds[True]
+    print(table(["", "seconds", "tokens/s"], [
+        ["no cache", f"{seconds[False]:.2f}", f"{tokens / seconds[False]:,.0f}"],
+        ["KV cache", f"{seconds[True]:.2f}", f"{tokens / seconds[True]:,.0f}"]]))
+    print(f"KV cache {speedup:.1f}x faster; the first {size['block_size']} tokens are "
+          f"{'identical' if same else 'DIFFERENT'} both ways (past block_size the cache "
+          "restarts from the last half window while the no-cache path slides)")
+    return {"config": size, "tokens": tokens, "seconds_cache": seconds[True],
+            "seconds_no_cache": seconds[False], "speedup": speedup, "identical": same}
+
+
+def thread_rates(cfg: Config, args: argparse.Namespace) -> dict[str, float]:
+    """Training tokens/s of stage 5 at every fixed thread count and with the tuner."""
+    top = args.threads
+    torch.manual_seed(0)
+    runner = Runner(stage5(cfg), batches(cfg), True)
+    out = {}
+    for label, threads in [*((f"{n} thread{'s' * (n > 1)}", n) for n in range(1, top + 1)),
+                           ("chosen by timing", None)]:
+        torch.set_num_threads(top)
+        tuner = ThreadTuner(threads, every=1.0)
+        for _ in range(args.warmup):
+            runner.step()
+        t0, steps = time.perf_counter(), 0
+        while time.perf_counter() - t0 < args.thread_seconds:
+            tuner.before_step()
+            t = time.perf_counter()
+            runner.step()
+            tuner.after_step(time.perf_counter() - t)
+            steps += 1
+        out[label] = cfg.tokens * steps / (time.perf_counter() - t0)
+    torch.set_num_threads(top)
+    return out
+
+
+def bench_threads(args: argparse.Namespace) -> dict:
+    cfg = QUICK[0] if args.quick else CONFIGS[1]
+    print(f"\n(d) thread choice, stage-5 training at {cfg.name}, tokens/s for "
+          f"{args.thread_seconds:g} s each (the tuner re-times the counts every second here)")
+    quiet = thread_rates(cfg, args)
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        busy = thread_rates(cfg, args)
+    finally:
+        hog.kill()
+        hog.wait()
+    rows = [[k, f"{quiet[k]:,.0f}", f"{busy[k]:,.0f}"] for k in quiet]
+    print(table(["threads", "quiet machine", "one core busy"], rows))
+    best_busy = max(v for k, v in busy.items() if k != "chosen by timing")
+    best_quiet = max(v for k, v in quiet.items() if k != "chosen by timing")
+    print(f"chosen by timing: {quiet['chosen by timing'] / best_quiet:.2f}x the best fixed "
+          f"count on a quiet machine, {busy['chosen by timing'] / best_busy:.2f}x with one "
+          "core busy")
+    return {"config": asdict(cfg), "quiet": quiet, "busy": busy}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python tools/bench.py", description=__doc__.split("\n\n")[0],
@@ -238,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported")
     p.add_argument("--quick", action="store_true",
                    help=f"only one tiny configuration ({QUICK[0].name}): a smoke run")
+    p.add_argument("--gen-tokens", type=int, default=500, help="tokens generated in (c)")
+    p.add_argument("--thread-seconds", type=float, default=4.0,
+                   help="seconds of training per thread setting in (d)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures here")
     return p
 
@@ -264,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     forms = bench_forms(configs, args)
     gpt = bench_gpt(configs, args)
+    cache = bench_cache(args)
+    threads = bench_threads(args)
     print(f"\n({time.perf_counter() - t0:.0f} s in all. Peak memory not measured: see --help.)")
     if note := busy_note():
         print(note)
@@ -272,7 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         settings = vars(args) | {"json": str(args.json)}
         args.json.write_text(json.dumps({"machine": machine, "settings": settings,
-                                         "stage4_forms": forms, "stage5_vs_stage4": gpt}, indent=2))
+                                         "stage4_forms": forms, "stage5_vs_stage4": gpt,
+                                         "kv_cache": cache, "threads": threads}, indent=2))
         print(f"json: {args.json}")
     return 0
 
