@@ -34,9 +34,11 @@ docs: $(STAMP)
 docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-# make docs-figures SHAKESPEARE=path/to/tinyshakespeare.txt  (the docs' Shakespeare table needs it)
+# make docs-figures SHAKESPEARE=path/to/tinyshakespeare.txt  reruns only the stale jobs of
+# tools/gen_docs.py (--list shows them); without SHAKESPEARE its Tiny Shakespeare jobs are
+# skipped. ARGS passes more, e.g. ARGS=--all or ARGS="--only stage5_en".
 docs-figures: $(STAMP)
-	$(BIN)/python tools/gen_docs.py $(if $(SHAKESPEARE),--shakespeare $(SHAKESPEARE))
+	$(BIN)/python tools/gen_docs.py $(if $(SHAKESPEARE),--shakespeare $(SHAKESPEARE)) $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py

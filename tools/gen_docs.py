@@ -290,7 +290,11 @@ def budget_job(work: Path, job: Job, number: int, flags: tuple[str, ...]) -> Non
 
 
 def bench_job(work: Path, job: Job) -> None:
-    write("bench.txt", run(work, str(ROOT / "tools" / "bench.py"), script=True))
+    out = run(work, str(ROOT / "tools" / "bench.py"), script=True)
+    write("bench.txt", out)
+    # Section (c), the KV cache, is also shown on its own on the flows page.
+    start = out.index("\n(c) ")
+    write("bench_cache.txt", out[start:out.index("\n(d) ", start)].strip("\n"))
 
 
 def compare_table_job(work: Path, job: Job, title: str) -> None:
@@ -446,10 +450,10 @@ def build_jobs() -> list[Job]:
         needs=tuple(f"budget_stage{s[5]}" for s in STAGES), outputs=("compare_budget_en.md",)))
 
     jobs.append(Job(
-        "bench", "tools/bench.py: stage 4's attention forms, stage 5 against stage 4",
+        "bench", "tools/bench.py: attention forms, stage 5 vs 4, KV cache, thread choice",
         bench_job, stages=("stage4_block", "stage5_gpt"),
         files=("tools/bench.py", "tools/compare.py"), code=("run", "write", "bench_job"),
-        outputs=("bench.txt",), seconds=105))
+        outputs=("bench.txt", "bench_cache.txt"), seconds=200))
 
     # Tiny Shakespeare: every stage; stage 5 in nanoGPT's CPU configuration.
     for stage, seconds in zip(STAGES, (15, 28, 120, 110), strict=True):
