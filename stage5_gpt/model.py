@@ -82,7 +82,9 @@ class Dropout(nn.Dropout):
 
 # --8<-- [start:attention]
 class CausalSelfAttention(nn.Module):
-    """All heads at once. Fast path: one fused kernel. Explicit path: the stage-4 math."""
+    """All heads at once, by one of four routes to the same result: with a KV cache
+    (generation), the fused kernel (GPU), batched products (CPU), or the stage-4 math
+    step by step, keeping every intermediate (``trace``)."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -95,6 +97,7 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = Dropout(config.dropout)
         self.register_buffer("tril", torch.tril(torch.ones(config.block_size, config.block_size)),
                              persistent=False)
+        self.fused: bool | None = None  # None: the fused kernel on a GPU, batched math on a CPU
         self.register_buffer("causal_bias", torch.zeros_like(self.tril).masked_fill(
             self.tril == 0, float("-inf")), persistent=False)
 
@@ -115,10 +118,10 @@ class CausalSelfAttention(nn.Module):
             # New query i sits at position past + i: it may see keys 0 .. past + i.
             allowed = self.tril[past : past + T, : past + T] == 1  # (T, past + T)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-        elif trace is None and (x.is_cuda or (self.training and self.dropout == 0)):
-            # Fused kernel: never materialises the (T, T) matrix, so leaner, and faster on
-            # a GPU. On a CPU, at our block sizes, the math below measured faster for
-            # inference and for training with dropout (see tools/bench.py).
+        elif trace is None and (not x.is_cpu if self.fused is None else self.fused):
+            # Fused kernel: never materialises the (T, T) matrix, so leaner and faster on
+            # a GPU. On a CPU the three batched products below measured faster, forward
+            # and backward, from block_size 32 to 256 (see the stage-5 page).
             y = F.scaled_dot_product_attention(
                 q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
         elif trace is None:  # the explicit path's math in three batched kernels
@@ -133,9 +136,8 @@ class CausalSelfAttention(nn.Module):
             masked = scaled.masked_fill(self.tril[:T, :T] == 0, float("-inf"))
             weights = F.softmax(masked, dim=-1)
             y = self.attn_dropout(weights) @ v  # (B, nh, T, hs)
-            if trace is not None:
-                trace.update(x=x, q=q, k=k, v=v, scores=scores, scaled=scaled, masked=masked,
-                             weights=weights, heads_out=y)
+            trace.update(x=x, q=q, k=k, v=v, scores=scores, scaled=scaled, masked=masked,
+                         weights=weights, heads_out=y)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side: (B, T, C)
         return self.resid_dropout(self.c_proj(y))
 # --8<-- [end:attention]
