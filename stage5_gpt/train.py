@@ -99,10 +99,11 @@ def make_optimizer(model: GPT, args: argparse.Namespace) -> torch.optim.AdamW:
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]  # embeddings and Linear weights
     no_decay = [p for p in params if p.dim() < 2]  # biases and LayerNorm weights
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)  # one kernel for all updates
     return torch.optim.AdamW(
         [{"params": decay, "weight_decay": args.weight_decay},
          {"params": no_decay, "weight_decay": 0.0}],
-        lr=args.lr, betas=(args.beta1, args.beta2))
+        lr=args.lr, betas=(args.beta1, args.beta2), fused=fused)
 # --8<-- [end:optimizer]
 
 
