@@ -384,6 +384,7 @@ class Run:
             losses = self.history[-1]
         metrics = {
             "stage": __package__, "data": args.data, "params": self.params, "steps": self.step,
+            "batch_size": args.batch_size, "block_size": args.block_size,
             "train_loss": losses["train"], "val_loss": losses["val"],
             "best_val_loss": self.best_val, "best_val_step": self.best_step,
             "train_seconds": round(self.wall, 2), "interrupted": self.step < args.max_iters,

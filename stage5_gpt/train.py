@@ -31,6 +31,23 @@ from .model import ACTIVATIONS, GPT, GPTConfig
 from .visualize import attention_figure, default_prompt
 
 
+# --8<-- [start:presets]
+# Named settings: --preset NAME sets these defaults; flags given beside it still win.
+PRESETS = {
+    # nanoGPT's configuration for a laptop CPU (its README), for side-by-side runs.
+    "nanogpt-cpu": dict(data="shakespeare", block_size=64, batch_size=12, n_layer=4, n_head=4,
+                        n_embd=128, dropout=0.0, bias=False, max_iters=2000, lr=1e-3,
+                        min_lr=1e-4, warmup_iters=100, eval_interval=250, eval_iters=20),
+    # The same model, a larger batch and learning rate, and 3000 steps: Tiny Shakespeare
+    # to a val loss under 1.80 in about two minutes on 2 CPU cores.
+    "shakespeare-2min": dict(data="shakespeare", block_size=64, batch_size=16, n_layer=4,
+                             n_head=4, n_embd=128, dropout=0.0, bias=False, max_iters=3000,
+                             lr=2e-3, min_lr=1e-4, warmup_iters=100, eval_interval=500,
+                             eval_iters=20),
+}
+# --8<-- [end:presets]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.train",
@@ -68,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to train")
     g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: timed, the fastest of 1..all)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model (faster on long runs)")
+    g.add_argument("--preset", choices=PRESETS, default=None, help="named settings: "
+                   + "; ".join(f"{name}: " + " ".join(f"--{k.replace('_', '-')} {v}"
+                                                      for k, v in flags.items())
+                               for name, flags in PRESETS.items()))
     g.add_argument("--out-dir", type=Path, default=Path("out") / __package__, help="checkpoints, log and figures go here")
     g.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt exactly where it stopped")
     g.add_argument("--sample-tokens", type=non_negative_int, default=200, help="characters sampled before and after training")
@@ -138,7 +159,11 @@ def train(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    run_cli(build_parser(), train, argv)
+    parser = build_parser()
+    preset = parser.parse_known_args(argv)[0].preset
+    if preset:
+        parser.set_defaults(**PRESETS[preset])  # the preset's values become the defaults
+    run_cli(parser, train, argv)
 
 
 if __name__ == "__main__":

@@ -339,3 +339,33 @@ def test_bad_float_flags_are_refused_by_their_validator(tmp_path, tiny_corpus, c
     err = capsys.readouterr().err  # argparse's own message: usage, then "...: error: ..."
     assert f"error: argument {flag}" in err and range_text in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+# --------------------------------------------------------------------------- presets
+
+
+def test_a_preset_sets_defaults_and_given_flags_still_win(tmp_path, tiny_corpus, monkeypatch):
+    no_figures(monkeypatch)
+    out = tmp_path / "run"
+    with contextlib.redirect_stdout(io.StringIO()):
+        T.main(["--preset", "shakespeare-2min", "--data", str(tiny_corpus), "--out-dir", str(out),
+                "--max-iters", "2", "--n-embd", "16", "--n-layer", "1", "--eval-iters", "1",
+                "--sample-tokens", "0", "--device", "cpu"])
+    saved = load_checkpoint(out / "ckpt.pt")["args"]
+    preset = T.PRESETS["shakespeare-2min"]
+    for k in ("batch_size", "lr", "bias", "dropout", "warmup_iters", "block_size"):
+        assert saved[k] == preset[k], k
+    assert saved["max_iters"] == 2 and saved["n_embd"] == 16  # given flags win
+    assert saved["data"] == str(tiny_corpus) and saved["preset"] == "shakespeare-2min"
+
+
+def test_presets_are_listed_in_help_and_hold_only_real_flags(capsys):
+    parser = T.build_parser()
+    dests = {a.dest for a in parser._actions}
+    for name, flags in T.PRESETS.items():
+        assert set(flags) <= dests, name
+    with pytest.raises(SystemExit):
+        T.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "nanogpt-cpu: --data shakespeare --block-size 64 --batch-size 12" in out
+    assert "shakespeare-2min:" in out

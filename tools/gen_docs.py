@@ -66,10 +66,8 @@ FIGURES = {"stage2_bigram": ("loss",)}  # what each trainer draws; the others ad
 # Tiny Shakespeare as the stages download it (their data.py checks the same sha256).
 SHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"
 SHAKESPEARE_FILE = "tinyshakespeare.txt"  # its name in the scratch folder: a short path in outputs
-# nanoGPT's CPU configuration (README of nanoGPT): our stage-5 defaults, but no dropout.
-NANOGPT_CPU = ("--block-size", "64", "--batch-size", "12", "--n-layer", "4", "--n-head", "4",
-               "--n-embd", "128", "--dropout", "0", "--max-iters", "2000", "--lr", "1e-3",
-               "--min-lr", "1e-4", "--lr-decay-iters", "2000")
+# Stage 5 on Tiny Shakespeare: nanoGPT's CPU configuration, a preset of stage5_gpt/train.py.
+NANOGPT_CPU = ("--preset", "nanogpt-cpu")
 # The same-budget table: tools/compare.py's options, one stage at a time.
 BUDGET = ("--data", "en", "--max-iters", "2000", "--batch-size", "16", "--block-size", "32")
 
@@ -135,16 +133,12 @@ def copy_output(job: Job, src: Path, name: str) -> None:
 def train(work: Path, stage: str, out: str, *flags: str) -> tuple[dict, str]:
     """Train one stage; returns its row for compare.markdown_table and its stdout.
 
-    The row comes from the files the trainer writes (metrics.json, log.jsonl), the
-    batch and block size from the flags given or else the trainer's defaults.
+    The row comes from the files the trainer writes (metrics.json, log.jsonl).
     """
     stdout = run(work, f"{stage}.train", "--out-dir", out, *flags)
     metrics = compare.read_run(work / out)
-    defaults = compare.stage_defaults(stage)
-    given = dict(zip(flags[::2], flags[1::2], strict=False))
-    row = compare.table_row(int(stage[5]), stage, metrics,
-                            int(given.get("--batch-size", defaults["--batch-size"])),
-                            int(given.get("--block-size", defaults["--block-size"])))
+    row = compare.table_row(int(stage[5]), stage, metrics, metrics["batch_size"],
+                            metrics["block_size"])
     row["command"] = shlex.join(["python", "-m", f"{stage}.train", "--out-dir", out, *flags])
     return row, stdout
 
