@@ -30,7 +30,6 @@ from .harness import Run
 from .model import ACTIVATIONS, GPT, GPTConfig
 from .visualize import attention_figure, default_prompt
 
-
 # --8<-- [start:presets]
 # Named settings: --preset NAME sets these defaults; flags given beside it still win.
 PRESETS = {
