@@ -29,15 +29,11 @@ from torch.nn import functional as F
 from stage5_gpt.checkpoint import default_checkpoint
 from stage5_gpt.errors import UserError
 from stage5_gpt.inspect import explain_head, format_explanation
+from stage5_gpt.lens import logit_lens, position_similarity
 from stage5_gpt.model import GPT, GPTConfig
 from stage5_gpt.tokenizer import CharTokenizer
 from stage5_gpt.train import main as train_main
-from stage5_gpt.visualize import (
-    logit_lens,
-    loss_figure,
-    position_similarity,
-    write_figures,
-)
+from stage5_gpt.visualize import loss_figure, write_figures
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # English and Chinese, nothing outside the fonts (no emoji): a missing glyph fails a test.

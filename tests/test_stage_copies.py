@@ -30,7 +30,7 @@ CHANGED: dict[str, dict[str, str]] = {
     "stage5_gpt": {
         "model.py": "GPT: final LayerNorm, GPT-2 init, weight tying, SDPA + traced explicit path",
         "train.py": "GPT flags; its recipe: AdamW decay groups, warmup + cosine, clipping",
-        "visualize.py": "every layer x head, loss curves, position similarity, logit lens",
+        "visualize.py": "every layer x head, position similarity, logit lens (from lens.py)",
     },
 }
 
