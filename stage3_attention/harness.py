@@ -390,6 +390,7 @@ class Run:
             "train_seconds": round(self.wall, 2), "interrupted": self.step < args.max_iters,
         }
         if self.world > 1:
+            torch.distributed.barrier()  # every process done before any leaves the group
             torch.distributed.destroy_process_group()
         if not self.main:
             return metrics
