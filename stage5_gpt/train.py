@@ -134,7 +134,7 @@ def train(args: argparse.Namespace) -> dict:
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     if args.compile:
         net = torch.compile(net)  # faster steps on long runs, after a slow first one
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if run.device == "cuda"
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if run.device.startswith("cuda")
                 and torch.cuda.is_bf16_supported() else contextlib.nullcontext())
     # --8<-- [start:train_loop]
     for step in run.steps():  # every --eval-interval steps: losses, log, checkpoints

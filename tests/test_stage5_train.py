@@ -369,3 +369,18 @@ def test_presets_are_listed_in_help_and_hold_only_real_flags(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "nanogpt-cpu: --data shakespeare --block-size 64 --batch-size 12" in out
     assert "shakespeare-2min:" in out
+
+
+# --------------------------------------------------------------------------- GPU paths on a CPU
+
+
+@pytest.mark.slow
+def test_compile_trains_the_same_model(tmp_path, tiny_corpus, monkeypatch):
+    """--compile (torch.compile) changes how the model runs, not what it computes."""
+    no_figures(monkeypatch)
+    plain, _ = run(tiny_args(tiny_corpus, tmp_path / "plain", "--max-iters", 3, "--dropout", 0))
+    compiled, printed = run(tiny_args(tiny_corpus, tmp_path / "compiled", "--max-iters", 3,
+                                      "--dropout", 0, "--compile"))
+    assert compiled["steps"] == 3
+    assert compiled["val_loss"] == pytest.approx(plain["val_loss"], abs=1e-4)
+
