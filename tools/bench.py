@@ -274,7 +274,7 @@ def thread_rates(cfg: Config, args: argparse.Namespace) -> dict[str, float]:
     for label, threads in [*((f"{n} thread{'s' * (n > 1)}", n) for n in range(1, top + 1)),
                            ("chosen by timing", None)]:
         torch.set_num_threads(top)
-        tuner = ThreadTuner(threads, every=1.0)
+        tuner = ThreadTuner(threads)  # as the trainers use it
         for _ in range(args.warmup):
             runner.step()
         t0, steps = time.perf_counter(), 0
@@ -292,7 +292,7 @@ def thread_rates(cfg: Config, args: argparse.Namespace) -> dict[str, float]:
 def bench_threads(args: argparse.Namespace) -> dict:
     cfg = QUICK[0] if args.quick else CONFIGS[1]
     print(f"\n(d) thread choice, stage-5 training at {cfg.name}, tokens/s for "
-          f"{args.thread_seconds:g} s each (the tuner re-times the counts every second here)")
+          f"{args.thread_seconds:g} s each (the tuner times every count first, as in training)")
     quiet = thread_rates(cfg, args)
     hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help=f"only one tiny configuration ({QUICK[0].name}): a smoke run")
     p.add_argument("--gen-tokens", type=int, default=500, help="tokens generated in (c)")
-    p.add_argument("--thread-seconds", type=float, default=4.0,
+    p.add_argument("--thread-seconds", type=float, default=8.0,
                    help="seconds of training per thread setting in (d)")
     p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures here")
     return p
