@@ -6,6 +6,7 @@ temporary folders: corpora are small files written into ``tmp_path``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -254,3 +255,28 @@ def nav_pages() -> list[str]:
                 yield value
 
     return list(walk(load_config(str(REPO_ROOT / "mkdocs.yml"))["nav"] or []))
+
+
+def read_log(out: Path) -> list[dict]:
+    """The rows of a training run's log.jsonl."""
+    lines = (out / "log.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def assert_same(a, b, where: str = "") -> None:
+    """Nested dicts/lists of tensors and numbers are exactly equal."""
+    import torch
+
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype, where
+        assert torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"

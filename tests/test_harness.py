@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import REPO_ROOT, TINY_TEXT, module_env
+from conftest import REPO_ROOT, TINY_TEXT, assert_same, module_env, read_log
 
 TRAINING_STAGES = ["stage2_bigram", "stage3_attention", "stage4_block", "stage5_gpt"]
 
@@ -76,27 +76,6 @@ def run(S, argv: list[str]) -> tuple[dict, str]:
     with contextlib.redirect_stdout(buf):
         metrics = S.train.train(S.train.build_parser().parse_args(argv))
     return metrics, buf.getvalue()
-
-
-def read_log(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-
-
-def assert_same(a, b, where: str = "") -> None:
-    """Nested dicts/lists of tensors and numbers are exactly equal."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype, where
-        assert torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            assert_same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 class StopAfter:

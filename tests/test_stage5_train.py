@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import module_env, start_module
+from conftest import assert_same, module_env, read_log, start_module
 
 from stage5_gpt import harness as H
 from stage5_gpt import train as T
@@ -56,28 +56,6 @@ def run(argv: list[str]) -> tuple[dict, str]:
     with contextlib.redirect_stdout(buf):
         metrics = T.train(T.build_parser().parse_args(argv))
     return metrics, buf.getvalue()
-
-
-def read_log(out: Path) -> list[dict]:
-    lines = (out / "log.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines]
-
-
-def assert_same(a, b, where: str = "") -> None:
-    """Nested dicts/lists of tensors and numbers are exactly equal."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype, where
-        assert torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            assert_same(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple)):
-        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 # --------------------------------------------------------------------------- get_lr
