@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to train")
     g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: timed, the fastest of 1..all)")
     g.add_argument("--compile", action="store_true", help="torch.compile the model (faster on long runs)")
+    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="precision of the forward pass (auto: bfloat16 where this GPU or CPU computes it fast, else float32)")
     g.add_argument("--preset", choices=PRESETS, default=None, help="named settings: "
                    + "; ".join(f"{name}: " + " ".join(f"--{k.replace('_', '-')} {v}"
                                                       for k, v in flags.items())
@@ -127,6 +130,33 @@ def make_optimizer(model: GPT, args: argparse.Namespace) -> torch.optim.AdamW:
 # --8<-- [end:optimizer]
 
 
+# --8<-- [start:precision]
+@functools.cache
+def bfloat16_is_fast(device: str) -> bool:
+    """Is a bfloat16 matrix product at least twice as fast as a float32 one here?
+
+    Recent GPUs, and CPUs with AVX512-BF16 or AMX, multiply bfloat16 (16-bit
+    floats with float32's range) several times faster; elsewhere it is slower.
+    On a CPU we time it rather than read the chip's feature list.
+    """
+    if device.startswith("cuda"):
+        return torch.cuda.is_bf16_supported()
+    if device != "cpu":
+        return False
+    g = torch.Generator().manual_seed(0)  # not the global generator: training's RNG stays
+    a, b = torch.randn(256, 512, generator=g), torch.randn(512, 512, generator=g)
+
+    def seconds(x: torch.Tensor, y: torch.Tensor) -> float:
+        x @ y  # warm up
+        t0 = time.perf_counter()
+        for _ in range(10):
+            x @ y
+        return time.perf_counter() - t0
+
+    return 2 * seconds(a.bfloat16(), b.bfloat16()) < seconds(a, b)
+# --8<-- [end:precision]
+
+
 def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
     model = GPT(model_config(args, run.vocab_size)).to(run.device)
@@ -134,14 +164,16 @@ def train(args: argparse.Namespace) -> dict:
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     if args.compile:
         net = torch.compile(net)  # faster steps on long runs, after a slow first one
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if run.device.startswith("cuda")
-                and torch.cuda.is_bf16_supported() else contextlib.nullcontext())
+    bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bfloat16_is_fast(run.device))
+    run.say(f"precision: {'bfloat16' if bf16 else 'float32'} forward pass (--dtype {args.dtype})")
+    autocast = (torch.autocast(run.device.split(":")[0], dtype=torch.bfloat16) if bf16
+                else contextlib.nullcontext())
     # --8<-- [start:train_loop]
     for step in run.steps():  # every --eval-interval steps: losses, log, checkpoints
         for group in optimizer.param_groups:
             group["lr"] = get_lr(step, args)  # warmup, then cosine decay
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        with autocast:  # bfloat16 matmuls on a CUDA GPU; a no-op on the CPU
+        with autocast:  # matrix products in bfloat16 where they are fast (see --dtype)
             _, loss = net(xb, yb)
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)

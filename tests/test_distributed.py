@@ -17,7 +17,8 @@ from conftest import REPO_ROOT, TINY_TEXT, module_env
 
 FLAGS = ["--max-iters", "12", "--eval-interval", "4", "--eval-iters", "2", "--batch-size", "4",
          "--block-size", "8", "--n-layer", "2", "--n-head", "2", "--n-embd", "16",
-         "--dropout", "0", "--warmup-iters", "2", "--sample-tokens", "5", "--device", "cpu"]
+         "--dropout", "0", "--warmup-iters", "2", "--sample-tokens", "5", "--device", "cpu",
+         "--dtype", "float32"]  # exact arithmetic, so the two runs can be compared closely
 
 
 def train(tmp_path, out: str, *launcher: str, extra: tuple[str, ...] = ()):

@@ -162,7 +162,7 @@ def test_resumed_flags_are_every_setting_of_the_run_and_no_more(S):
     run_flags = every - restored
     # What a resumed run may change: where it runs, where it writes, how long it goes on.
     assert run_flags <= {"max_iters", "device", "out_dir", "resume", "sample_tokens", "compile",
-                         "threads", "preset"}
+                         "threads", "preset", "dtype"}
     assert {"max_iters", "device", "out_dir", "resume", "sample_tokens"} <= run_flags
     assert {"data", "val_fraction", "block_size", "batch_size", "lr", "seed",
             "eval_interval", "eval_iters"} <= restored

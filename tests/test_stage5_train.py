@@ -356,9 +356,37 @@ def test_presets_are_listed_in_help_and_hold_only_real_flags(capsys):
 def test_compile_trains_the_same_model(tmp_path, tiny_corpus, monkeypatch):
     """--compile (torch.compile) changes how the model runs, not what it computes."""
     no_figures(monkeypatch)
-    plain, _ = run(tiny_args(tiny_corpus, tmp_path / "plain", "--max-iters", 3, "--dropout", 0))
-    compiled, printed = run(tiny_args(tiny_corpus, tmp_path / "compiled", "--max-iters", 3,
-                                      "--dropout", 0, "--compile"))
+    flags = ("--max-iters", 3, "--dropout", 0, "--dtype", "float32")
+    plain, _ = run(tiny_args(tiny_corpus, tmp_path / "plain", *flags))
+    compiled, printed = run(tiny_args(tiny_corpus, tmp_path / "compiled", *flags, "--compile"))
     assert compiled["steps"] == 3
     assert compiled["val_loss"] == pytest.approx(plain["val_loss"], abs=1e-4)
 
+
+
+# --------------------------------------------------------------------------- precision
+
+
+def test_bfloat16_training_follows_float32_closely(tmp_path, tiny_corpus, monkeypatch):
+    no_figures(monkeypatch)
+    runs = {dt: run(tiny_args(tiny_corpus, tmp_path / dt, "--max-iters", 20, "--dropout", 0,
+                              "--dtype", dt)) for dt in ("float32", "bfloat16")}
+    f32, b16 = runs["float32"][0], runs["bfloat16"][0]
+    assert "precision: bfloat16 forward pass" in runs["bfloat16"][1]
+    assert "precision: float32 forward pass" in runs["float32"][1]
+    assert b16["val_loss"] != f32["val_loss"], "the bfloat16 run took the float32 path"
+    assert b16["val_loss"] == pytest.approx(f32["val_loss"], abs=0.05)
+
+
+def test_auto_precision_is_a_timed_choice_on_a_cpu(monkeypatch):
+    T.bfloat16_is_fast.cache_clear()
+    try:
+        assert T.bfloat16_is_fast("mps") is False
+        fast = T.bfloat16_is_fast("cpu")  # measured: either answer is right on some CPU
+        assert isinstance(fast, bool) and T.bfloat16_is_fast("cpu") is fast  # cached
+        before = torch.random.get_rng_state()
+        T.bfloat16_is_fast.cache_clear()
+        T.bfloat16_is_fast("cpu")
+        assert torch.equal(torch.random.get_rng_state(), before), "it used the global RNG"
+    finally:
+        T.bfloat16_is_fast.cache_clear()
