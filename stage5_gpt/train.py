@@ -28,6 +28,7 @@ from .cli import (
     unit_interval,
 )
 from .data import DATA_HELP
+from .errors import UserError
 from .harness import Run
 from .model import ACTIVATIONS, GPT, GPTConfig
 from .visualize import attention_figure, default_prompt
@@ -159,13 +160,16 @@ def bfloat16_is_fast(device: str) -> bool:
 
 def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
+    if args.dtype == "bfloat16" and run.device.split(":")[0] not in ("cpu", "cuda"):
+        raise UserError(f"--dtype bfloat16 is for a CPU or a CUDA GPU, not {run.device}; "
+                        "use --dtype float32 (or auto).")
+    bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bfloat16_is_fast(run.device))
+    run.say(f"precision: {'bfloat16' if bf16 else 'float32'} forward pass (--dtype {args.dtype})")
     model = GPT(model_config(args, run.vocab_size)).to(run.device)
     optimizer = make_optimizer(model, args)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     if args.compile:
         net = torch.compile(net)  # faster steps on long runs, after a slow first one
-    bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bfloat16_is_fast(run.device))
-    run.say(f"precision: {'bfloat16' if bf16 else 'float32'} forward pass (--dtype {args.dtype})")
     autocast = (torch.autocast(run.device.split(":")[0], dtype=torch.bfloat16) if bf16
                 else contextlib.nullcontext())
     # --8<-- [start:train_loop]

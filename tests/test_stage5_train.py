@@ -390,3 +390,23 @@ def test_auto_precision_is_a_timed_choice_on_a_cpu(monkeypatch):
         assert torch.equal(torch.random.get_rng_state(), before), "it used the global RNG"
     finally:
         T.bfloat16_is_fast.cache_clear()
+
+
+def test_bfloat16_on_a_device_without_it_is_a_clear_error(tmp_path, tiny_corpus, monkeypatch,
+                                                         capsys):
+    monkeypatch.setattr(T.Run, "__init__", _fake_run_on("mps"))
+    with pytest.raises(SystemExit) as e:
+        T.main(tiny_args(tiny_corpus, tmp_path / "run", "--dtype", "bfloat16"))
+    assert e.value.code == 2
+    assert "--dtype bfloat16 is for a CPU or a CUDA GPU, not mps" in capsys.readouterr().err
+
+
+def _fake_run_on(device: str):
+    real = T.Run.__init__
+
+    def init(self, args, parser):
+        args.device = "cpu"
+        real(self, args, parser)
+        self.device = device  # as if this machine had an Apple GPU
+
+    return init
