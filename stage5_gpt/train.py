@@ -164,10 +164,10 @@ def train(args: argparse.Namespace) -> dict:
         raise UserError(f"--dtype bfloat16 is for a CPU or a CUDA GPU, not {run.device}; "
                         "use --dtype float32 (or auto).")
     bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bfloat16_is_fast(run.device))
-    run.say(f"precision: {'bfloat16' if bf16 else 'float32'} forward pass (--dtype {args.dtype})")
     model = GPT(model_config(args, run.vocab_size)).to(run.device)
     optimizer = make_optimizer(model, args)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
+    run.say(f"precision: {'bfloat16' if bf16 else 'float32'} forward pass (--dtype {args.dtype})")
     if args.compile:
         net = torch.compile(net)  # faster steps on long runs, after a slow first one
     autocast = (torch.autocast(run.device.split(":")[0], dtype=torch.bfloat16) if bf16
