@@ -17,6 +17,7 @@ What it does for a run (``Run``):
 - a divergence guard: a loss that is nan or inf stops the run with a message,
   before anything is saved, so the last checkpoint on disk is a good one;
 - Ctrl-C stops at the next step boundary and saves a resumable checkpoint;
+- the number of CPU threads: timed, not guessed (``ThreadTuner``, ``--threads``);
 - at the end: ``loss.png``, ``vocab.json``, ``metrics.json`` and a sample;
 - under ``torchrun --nproc_per_node N``: data-parallel training with PyTorch's
   DistributedDataParallel, each process taking its share of every batch; only
