@@ -295,10 +295,9 @@ class Run:
         return torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[self.device] if self.device.startswith("cuda") else None)
 
-    def get_batch(self, split: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    def get_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A random (B, T) batch of inputs and targets from the training text."""
-        data = self.corpus.train if split == "train" else self.corpus.val
-        x, y = get_batch(data, self.args.batch_size, self.args.block_size, self.batches,
+        x, y = get_batch(self.corpus.train, self.args.batch_size, self.args.block_size, self.batches,
                          self.device)
         share = len(x) // self.world  # under torchrun: this process's slice of the batch
         lo, hi = self.rank * share, (self.rank + 1) * share

@@ -164,27 +164,26 @@ LOG = [{"step": 0, "train": 4.0, "val": 4.1, "lr": 1e-3, "time": 0.1},
        {"step": 5, "train": 2.0, "val": 2.5, "lr": 1e-3, "time": 1.0},
        {"step": 10, "train": 1.5, "val": 2.5, "lr": 1e-3, "time": 2.0},
        {"step": 15, "train": 1.0, "val": 2.75, "lr": 1e-3, "time": 3.0}]
-METRICS = {"stage": "stage5_gpt", "data": "en", "params": 10, "steps": 15, "train_loss": 1.0,
-           "val_loss": 2.75, "train_seconds": 3.0, "interrupted": False, "sample": "ab"}
+METRICS = {"stage": "stage5_gpt", "data": "en", "params": 10, "steps": 15, "batch_size": 12,
+           "block_size": 64, "train_loss": 1.0, "val_loss": 2.75, "best_val_loss": 2.4,
+           "best_val_step": 7, "train_seconds": 3.0, "interrupted": False, "sample": "ab"}
 
 
-def test_read_run_takes_the_best_val_from_the_log_when_metrics_lack_it(tmp_path):
-    # a row still being written is left out; on a tie the first best counts
+def test_a_table_row_is_what_the_trainer_recorded(tmp_path):
+    # a row still being written is left out of the log
     write_run(tmp_path / "a", METRICS, LOG, tail='{"step": 20, "train": 0.5, "val": 0.')
     assert compare.read_log(tmp_path / "a" / "log.jsonl") == LOG
     m = compare.read_run(tmp_path / "a")
-    assert (m["best_val_loss"], m["best_val_step"]) == (2.5, 5)
-    # what the trainer recorded wins
-    write_run(tmp_path / "b", {**METRICS, "best_val_loss": 2.4, "best_val_step": 7}, LOG)
-    m = compare.read_run(tmp_path / "b")
-    assert (m["best_val_loss"], m["best_val_step"]) == (2.4, 7)
-    row = compare.table_row(5, "stage5_gpt", m, 12, 64)
-    assert row["best_val_step"] == 7 and row["batch_size"] == 12 and "interrupted" not in row
-    # no log, no best: the table shows "?"
-    (tmp_path / "c").mkdir()
-    (tmp_path / "c" / "metrics.json").write_text(json.dumps(METRICS), encoding="utf-8")
-    row = compare.table_row(5, "stage5_gpt", compare.read_run(tmp_path / "c"), 12, 64)
-    assert "best_val_step" not in row and compare.cells(row)[6] == "?"
+    assert m == METRICS
+    row = compare.table_row(5, "stage5_gpt", m)
+    assert (row["best_val_loss"], row["best_val_step"]) == (2.4, 7)
+    assert row["batch_size"] == 12 and row["block_size"] == 64 and "interrupted" not in row
+    assert compare.cells(row)[6] == "2.4000 (7)"
+    # an unreadable metrics.json is an error for the caller to report
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "metrics.json").write_text("{", encoding="utf-8")
+    with pytest.raises(ValueError):
+        compare.read_run(tmp_path / "b")
 
 
 def test_log_follower_reads_rows_as_they_are_written(tmp_path):

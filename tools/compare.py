@@ -301,32 +301,21 @@ def read_log(path: Path) -> list[dict]:
 
 
 def read_run(out_dir: Path) -> dict:
-    """A finished run's ``metrics.json``, with its best validation loss and step filled in.
-
-    Trainers that do not record ``best_val_step`` get it (and ``best_val_loss``) from
-    the row of ``log.jsonl`` with the lowest ``val``, the first one on a tie.
-    Raises OSError or ValueError when ``metrics.json`` is missing or unreadable.
-    """
-    metrics = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
-    if metrics.get("best_val_step") is None:
-        log = read_log(out_dir / "log.jsonl")
-        if log:
-            best = min(log, key=lambda r: r["val"])
-            metrics["best_val_loss"], metrics["best_val_step"] = best["val"], best["step"]
-    return metrics
+    """A finished run's ``metrics.json`` (every trainer records its best val loss and step,
+    batch and block size there). Raises OSError or ValueError when it is missing or unreadable."""
+    return json.loads((out_dir / "metrics.json").read_text(encoding="utf-8"))
 
 
-def table_row(number: int, package: str, metrics: dict, batch_size: int | None,
-              block_size: int | None) -> dict:
-    """One row of the comparison table from a run's ``read_run`` figures."""
+def table_row(number: int, package: str, metrics: dict) -> dict:
+    """One row of the comparison table from a run's ``metrics.json``."""
     row = {
         "stage": number, "package": package, "params": metrics["params"],
-        "steps": metrics["steps"], "batch_size": batch_size, "block_size": block_size,
+        "steps": metrics["steps"], "batch_size": metrics["batch_size"],
+        "block_size": metrics["block_size"],
         "train_loss": metrics["train_loss"], "val_loss": metrics["val_loss"],
         "train_seconds": metrics["train_seconds"], "sample": metrics["sample"],
+        "best_val_loss": metrics["best_val_loss"], "best_val_step": metrics["best_val_step"],
     }
-    if metrics.get("best_val_step") is not None:
-        row["best_val_loss"], row["best_val_step"] = metrics["best_val_loss"], metrics["best_val_step"]
     if metrics.get("interrupted"):
         row["interrupted"] = True
     return row
@@ -477,7 +466,7 @@ def run_stage(run: StageRun, index: int, count: int) -> dict:
         raise CompareError(failure_message(
             run, f"finished but left no readable {metrics_path} ({e})")) from None
     try:
-        row = table_row(run.number, run.package, metrics, run.batch_size, run.block_size)
+        row = table_row(run.number, run.package, metrics)
     except KeyError as e:
         raise CompareError(failure_message(
             run, f"finished but its {metrics_path} has no {e}")) from None

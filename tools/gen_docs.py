@@ -137,8 +137,7 @@ def train(work: Path, stage: str, out: str, *flags: str) -> tuple[dict, str]:
     """
     stdout = run(work, f"{stage}.train", "--out-dir", out, *flags)
     metrics = compare.read_run(work / out)
-    row = compare.table_row(int(stage[5]), stage, metrics, metrics["batch_size"],
-                            metrics["block_size"])
+    row = compare.table_row(int(stage[5]), stage, metrics)
     row["command"] = shlex.join(["python", "-m", f"{stage}.train", "--out-dir", out, *flags])
     return row, stdout
 
