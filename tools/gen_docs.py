@@ -467,6 +467,19 @@ def build_jobs() -> list[Job]:
         files=("tools/compare.py",), code=(*TABLE, "compare_table_job"),
         needs=tuple(f"stage{s[5]}_shakespeare" for s in STAGES),
         outputs=("compare_shakespeare.md",), shakespeare=True))
+    return jobs + extra_jobs()
+
+
+def extra_jobs() -> list[Job]:
+    """Jobs declared by tools/docs_*.py modules, each through ``jobs(Job, gen_docs)``
+    (``gen_docs`` is this module, for ``write``, ``run``, ``GEN`` ...). A module's
+    jobs list the module itself in ``files``, so a change to it makes them stale."""
+    jobs = []
+    for path in sorted(Path(__file__).parent.glob("docs_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        jobs += module.jobs(Job, sys.modules[__name__])
     return jobs
 
 
@@ -513,7 +526,9 @@ def input_hashes(jobs: list[Job] | None = None) -> dict[str, str]:
         paths += [ROOT / f for f in job.files]
         for p in paths:
             h.update(f"\n{p.relative_to(ROOT).as_posix()} {file_hash(p)}".encode())
-        for name in (job.action.__name__, *job.code):
+        # The action by its own source: it may live in a tools/docs_*.py module.
+        h.update(f"\n{job.action.__name__}\n{inspect.getsource(job.action)}".encode())
+        for name in job.code:
             h.update(f"\n{name}\n{code_of(name)}".encode())
         for need in job.needs:
             h.update(f"\n{need} {hashes[need]}".encode())
