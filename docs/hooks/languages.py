@@ -1,0 +1,19 @@
+"""The language switch lands on the same page in the other edition.
+
+Both editions have the same page files: the English site at the root, the Chinese one
+under zh/ (built from docs_zh/ by mkdocs.zh.yml). Material's selector would go to the
+other edition's home page (it looks the page up in a sitemap, which needs a site_url);
+here each page's alternate links point straight at its counterpart instead.
+"""
+
+EDITIONS = (("en", "English", ""), ("zh", "中文", "zh/"))  # (lang, name, folder from the root)
+
+
+def on_page_context(context, page, config, nav):
+    here = config["theme"]["language"]
+    up = "../" if here == "zh" else ""  # from this edition's root to the English root
+    config["extra"]["alternate"] = [
+        {"name": name, "lang": lang, "link": up + folder + page.file.url}
+        for lang, name, folder in EDITIONS
+    ]
+    return context
