@@ -18,7 +18,9 @@ What it does for a run (``Run``):
   before anything is saved, so the last checkpoint on disk is a good one;
 - Ctrl-C stops at the next step boundary and saves a resumable checkpoint;
 - the number of CPU threads: timed, not guessed (``ThreadTuner``, ``--threads``);
-- at the end: ``loss.png``, ``vocab.json``, ``metrics.json`` and a sample;
+- at the end: ``loss.png``, ``vocab.json``, ``metrics.json`` and a sample, and
+  "is my loss normal?": the reference result for the same settings, from the
+  stage's ``reference.json``, and whether this run is within its range;
 - under ``torchrun --nproc_per_node N``: data-parallel training with PyTorch's
   DistributedDataParallel, each process taking its share of every batch; only
   the first process (rank 0) prints and writes files.
@@ -27,6 +29,7 @@ What it does for a run (``Run``):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -60,6 +63,87 @@ def resumed_flags(parser: argparse.ArgumentParser) -> list[str]:
 def plain_args(args: argparse.Namespace) -> dict:
     """The flags as JSON-able typed values (paths become strings), for checkpoints."""
     return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+
+
+# --8<-- [start:reference]
+# "Is my loss normal?": tools/gen_docs.py writes this file from the runs the docs show.
+REFERENCE = Path(__file__).with_name("reference.json")
+NO_REFERENCE = "COURSE_NO_REFERENCE"  # set: no comparison (gen_docs sets it for its own runs)
+GUIDE = "docs/troubleshooting.md"
+
+
+def run_settings(args: argparse.Namespace, flags: list[str], text: str) -> dict:
+    """What decides a run's numbers: the flags ``--resume`` restores and --max-iters,
+    with the corpus named by the sha256 of its text rather than by --data."""
+    settings = {k: getattr(args, k) for k in flags if k != "data"}
+    settings = json.loads(json.dumps({**settings, "max_iters": args.max_iters}, default=str))
+    settings["corpus_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return settings
+
+
+def reference_report(metrics: dict, settings: dict, device: str, resumed: bool = False,
+                     path: Path | None = None) -> list[str]:
+    """Compare a finished run with the reference for the same settings, if there is one.
+
+    Returns the lines to print: [] without a reference file, one line when none of
+    its references has these settings, else the reference, the verdict and, outside
+    the range, the likely causes. Never raises for a missing or broken file.
+    """
+    path = path or REFERENCE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        refs = data["references"]
+        ref = next((r for r in refs if r["settings"] == settings), None)
+        if ref is None:
+            names = ", ".join(r["name"] for r in refs)
+            return [f"is this loss normal? no reference for these settings (there is one for: "
+                    f"{names}); see {GUIDE}"]
+        return compare_to_reference(metrics, ref, data, device, resumed)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return [f"is this loss normal? {path.name} is unreadable ({type(e).__name__}: {e}); "
+                "no comparison"]
+
+
+def compare_to_reference(metrics: dict, ref: dict, data: dict, device: str,
+                         resumed: bool) -> list[str]:
+    val, tol, here = ref["val_loss"], ref["tolerance"], metrics["val_loss"]
+    lines = [f"is this loss normal? reference for these settings ({ref['name']}): val loss "
+             f"{val:.4f} +- {tol:.4f}, best {ref['best_val_loss']:.4f}, "
+             f"{ref['train_seconds']:.1f} s of training",
+             f"  from {data['made_by']}: torch {data['torch']} on {data['device']}"
+             + (f", {ref['precision']}" if ref.get("precision") else "")
+             + f"; the range is {data['tolerance_is']}"]
+    if metrics["interrupted"]:
+        return lines + [f"  this run stopped at step {metrics['steps']}, before the end: "
+                        "no verdict"]
+    if abs(here - val) <= tol:
+        lines.append(f"  this run: val loss {here:.4f}, within the expected range")
+    else:
+        side = "above" if here > val else "below"
+        lines.append(f"  this run: val loss {here:.4f}, {abs(here - val) - tol:.4f} {side} the "
+                     f"expected range {val - tol:.4f} to {val + tol:.4f}. Likely causes:")
+        if device.split(":")[0] != data["device"]:
+            lines.append(f"  - it trained on {device}, the reference on {data['device']}: other "
+                         "hardware sums in another order and rounds differently, and over "
+                         "thousands of steps the two runs drift apart")
+        if torch.__version__.split("+")[0] != data["torch"].split("+")[0]:
+            lines.append(f"  - torch {torch.__version__} here, {data['torch']} for the "
+                         "reference: kernels change between versions")
+        if ref.get("precision"):
+            lines.append(f"  - the reference computed in {ref['precision']}; if this run's "
+                         "'precision:' line says otherwise, the numbers differ")
+        lines.append("  - otherwise: a change to the code or the data; `git status` and `git "
+                     f"diff` show what changed. More in {GUIDE}")
+    seconds = metrics["train_seconds"]
+    if not resumed and seconds > 2 * ref["train_seconds"]:
+        lines.append(f"  time: {seconds:.1f} s, {seconds / ref['train_seconds']:.1f}x the "
+                     "reference's: a slower CPU, or a busy machine (other programs on the "
+                     "cores). The harness times 1..all threads and keeps the fastest (the "
+                     "'threads:' line); --threads N pins the count")
+    return lines
+# --8<-- [end:reference]
 
 
 # --8<-- [start:estimate_loss]
@@ -212,6 +296,7 @@ class Run:
         if self.main:
             remove_stale_tmp(self.out)
         self.resume = self._restore_flags(parser) if args.resume else None
+        self.flags = resumed_flags(parser)  # with --max-iters: the settings of a reference
         torch.manual_seed(args.seed)
         tokenizer = CharTokenizer(self.resume["vocab"]) if self.resume else None
         self.corpus = Corpus.load(args.data, args.val_fraction, tokenizer)
@@ -407,4 +492,8 @@ class Run:
         print(f"checkpoint: {self.ckpt_path} (best: {out / 'best.pt'})\n"
               f"log:        {out / 'log.jsonl'}\nloss curve: {self.png}\n"
               f"metrics:    {out / 'metrics.json'}")
+        if not os.environ.get(NO_REFERENCE):
+            settings = run_settings(args, self.flags, self.corpus.text)
+            for line in reference_report(metrics, settings, self.device, bool(self.resume)):
+                print(line)
         return metrics

@@ -58,7 +58,9 @@ def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
 def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
     model = LanguageModel(model_config(args, run.vocab_size)).to(run.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    # weight_decay=0.0: PyTorch's default (0.01) would pull every weight towards 0 unseen;
+    # weight decay arrives in stage 5, on the weight matrices only.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     # --8<-- [start:train_loop]
     for _step in run.steps():  # every --eval-interval steps: losses, log, checkpoints

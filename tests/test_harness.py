@@ -494,3 +494,155 @@ def test_threads_flag_pins_the_count(S):
         assert args.threads == 2 and S.train.build_parser().get_default("threads") is None
     finally:
         torch.set_num_threads(before)
+
+
+# --------------------------------------------------------------------------- is my loss normal?
+
+
+def settings_for(S, argv: list[str], text: str) -> dict:
+    """The settings key the harness computes for a run with these flags."""
+    parser = S.train.build_parser()
+    return S.harness.run_settings(parser.parse_args(argv), S.harness.resumed_flags(parser), text)
+
+
+def write_reference(path: Path, settings: dict, val: float, *, tol: float = 0.01,
+                    seconds: float = 1e6, device: str = "cpu", version: str | None = None,
+                    name: str = "defaults") -> Path:
+    path.write_text(json.dumps({
+        "made_by": "a test", "torch": version or torch.__version__, "device": device,
+        "tolerance_is": "a test's margin",
+        "references": [{"name": name, "settings": settings, "val_loss": val,
+                        "best_val_loss": val, "train_seconds": seconds, "tolerance": tol}],
+    }), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def reference_run(S, tmp_path, tiny_corpus, monkeypatch):
+    """A tiny run's flags and metrics, with the stage's reference file moved to tmp_path."""
+    no_figures(monkeypatch, S)
+    monkeypatch.delenv(S.harness.NO_REFERENCE, raising=False)
+    monkeypatch.setattr(S.harness, "REFERENCE", tmp_path / "reference.json")
+    argv = tiny_args(S, tiny_corpus, tmp_path / "first", "--max-iters", 6)
+    metrics, printed = run(S, argv)
+    assert "is this loss normal?" not in printed  # no reference file: nothing to say
+    return SimpleNamespace(argv=argv, metrics=metrics, path=tmp_path / "reference.json",
+                           settings=settings_for(S, argv, TINY_TEXT), tmp=tmp_path)
+
+
+def again(S, r, *extra: object) -> str:
+    """The same run in a fresh --out-dir (plus ``extra`` flags); what it printed."""
+    i = r.argv.index("--out-dir")
+    argv = [*r.argv[:i + 1], str(r.tmp / "again"), *r.argv[i + 2:], *map(str, extra)]
+    return run(S, argv)[1]
+
+
+def test_same_settings_print_the_reference_and_an_in_range_verdict(S, reference_run):
+    r = reference_run
+    write_reference(r.path, r.settings, r.metrics["val_loss"] + 0.005, tol=0.01)
+    printed = again(S, r)
+    assert (f"is this loss normal? reference for these settings (defaults): val loss "
+            f"{r.metrics['val_loss'] + 0.005:.4f} +- 0.0100") in printed
+    assert f"val loss {r.metrics['val_loss']:.4f}, within the expected range" in printed
+    assert "Likely causes" not in printed and "time:" not in printed
+
+
+def test_a_changed_flag_has_no_reference(S, reference_run):
+    r = reference_run
+    write_reference(r.path, r.settings, r.metrics["val_loss"], name="--preset tiny")
+    printed = again(S, r, "--seed", 7)
+    assert ("is this loss normal? no reference for these settings (there is one for: "
+            "--preset tiny)") in printed
+    assert "within the expected range" not in printed
+
+
+def test_a_run_out_of_range_gets_the_likely_causes(S, reference_run):
+    r = reference_run
+    ref = r.metrics["val_loss"] + 0.5
+    write_reference(r.path, r.settings, ref, tol=0.1, seconds=1e-4, device="mps",
+                    version="1.0.0")
+    printed = again(S, r)
+    assert (f"val loss {r.metrics['val_loss']:.4f}, 0.4000 below the expected range "
+            f"{ref - 0.1:.4f} to {ref + 0.1:.4f}. Likely causes:") in printed
+    assert "it trained on cpu, the reference on mps" in printed
+    assert f"torch {torch.__version__} here, 1.0.0 for the reference" in printed
+    assert "x the reference's: a slower CPU, or a busy machine" in printed
+    assert "--threads N pins the count" in printed
+
+
+@pytest.mark.parametrize("content", ["{not json", "[]", '{"references": [{"settings": {}}]}',
+                                     '{"references": 3}'])
+def test_a_broken_reference_file_never_stops_the_run(S, reference_run, content):
+    r = reference_run
+    r.path.write_text(content, encoding="utf-8")
+    printed = again(S, r)
+    assert "is this loss normal? reference.json is unreadable" in printed
+    assert (r.tmp / "again" / "metrics.json").is_file()  # the run finished all the same
+
+
+def test_no_comparison_when_switched_off(S, reference_run, monkeypatch):
+    r = reference_run
+    write_reference(r.path, r.settings, r.metrics["val_loss"])
+    monkeypatch.setenv(S.harness.NO_REFERENCE, "1")
+    assert "is this loss normal?" not in again(S, r)
+
+
+def test_an_interrupted_run_gets_no_verdict(tmp_path):
+    from stage2_bigram import harness
+
+    path = write_reference(tmp_path / "r.json", {"seed": 1}, 2.0)
+    metrics = {"val_loss": 9.0, "interrupted": True, "steps": 10, "train_seconds": 1.0}
+    lines = harness.reference_report(metrics, {"seed": 1}, "cpu", path=path)
+    assert lines[-1] == "  this run stopped at step 10, before the end: no verdict"
+    assert harness.reference_report(metrics, {"seed": 1}, "cpu", path=tmp_path / "no") == []
+
+
+def test_the_settings_key_names_the_corpus_by_its_text_not_by_the_flag(S, tmp_path):
+    copy = tmp_path / "en.txt"
+    text = importlib.import_module(f"{S.stage}.data").load_text("en")
+    copy.write_text(text, encoding="utf-8")
+    parser = S.train.build_parser()
+    by_name = S.harness.run_settings(parser.parse_args([]), S.harness.resumed_flags(parser),
+                                     text)
+    by_path = settings_for(S, ["--data", str(copy)], copy.read_text(encoding="utf-8"))
+    assert by_name == by_path and "data" not in by_name
+    assert settings_for(S, ["--max-iters", "7"], text) != by_name  # the length counts
+    assert settings_for(S, ["--threads", "1", "--device", "cpu"], text) == by_name
+
+
+def test_shipped_reference_matches_the_default_settings(S):
+    """The reference file gen_docs wrote is keyed so that a run at the defaults finds it."""
+    path = REPO_ROOT / S.stage / "reference.json"
+    if not path.exists():
+        pytest.skip(f"{path.name} not generated yet: python tools/gen_docs.py --only reference")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    text = importlib.import_module(f"{S.stage}.data").load_text("en")
+    defaults = next(r for r in data["references"] if r["name"] == "defaults")
+    assert defaults["settings"] == settings_for(S, [], text)
+    assert 0 < defaults["tolerance"] < 0.2 and math.isfinite(defaults["val_loss"])
+
+
+# --------------------------------------------------------------------------- weight decay
+
+
+def test_weight_decay_is_what_the_docs_say(S, tmp_path, tiny_corpus, monkeypatch):
+    """Stages 2-4: none (PyTorch's default 0.01 would be an undisclosed pull towards 0);
+    stage 5: --weight-decay on the matrices, none on biases and LayerNorm."""
+    no_figures(monkeypatch, S)
+    seen = {}
+    start = S.harness.Run.start
+
+    def spy(self, model, optimizer):
+        seen["groups"] = [(g["weight_decay"], [p.dim() for p in g["params"]])
+                          for g in optimizer.param_groups]
+        return start(self, model, optimizer)
+
+    monkeypatch.setattr(S.harness.Run, "start", spy)
+    run(S, tiny_args(S, tiny_corpus, tmp_path / "run", "--max-iters", 1))
+    if S.stage == "stage5_gpt":
+        (decay, dims), (no_decay, small) = seen["groups"]
+        assert decay == 0.1 and min(dims) == 2 and no_decay == 0.0 and max(small) == 1
+    else:
+        assert [wd for wd, _ in seen["groups"]] == [0.0]
+    docs = (REPO_ROOT / "docs" / "stage2_bigram.md").read_text(encoding="utf-8")
+    assert "`weight_decay=0.0` in stages 2 to 4" in docs
