@@ -11,7 +11,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: train test docs docs-serve docs-figures bench lint clean
+.PHONY: train test docs docs-serve docs-figures bench lint clean workbook grade
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,15 @@ docs-figures: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py
+
+# make workbook STAGE=3  copies stage 3 into workbook/ with its key pieces cut out;
+# make grade STAGE=3     grades your workbook with stage 3's own tests, per exercise.
+STAGE ?= 3
+workbook: $(STAMP)
+	$(BIN)/python tools/workbook.py make --stage $(STAGE)
+
+grade: $(STAMP)
+	$(BIN)/python tools/workbook.py grade --stage $(STAGE)
 
 clean:
 	rm -rf $(VENV) out site .pytest_cache .ruff_cache
