@@ -1,0 +1,654 @@
+/* The attention explorer: the trained stage-5 GPT, run in the page.
+ *
+ * The forward pass below mirrors stage5_gpt/model.py line for line (GPT.forward,
+ * Block, CausalSelfAttention on its explicit "trace" path, MLP, LayerNorm), for one
+ * sequence (B = 1). It reads the weights that tools/docs_explorer.py exported from
+ * the checkpoint (docs/generated/explorer/<lang>.json and <lang>.bin, float32) and
+ * computes in float64: the tests compare its logits and attention weights with
+ * PyTorch's to 1e-4. Nothing is fetched from outside the site.
+ *
+ * Markup: <div class="gpt-explorer" data-lang="en"></div>; data-compact="true" for
+ * the short version. The page also gets window.gptExplorer (load, forward), which
+ * the browser test uses.
+ */
+(function () {
+  "use strict";
+
+  const SCRIPT = document.currentScript ? document.currentScript.src : window.location.href;
+  // assets/javascripts/explorer.js -> generated/explorer/
+  const BASE = new URL("../../generated/explorer/", SCRIPT);
+  const LANG_NAMES = { en: "English", zh: "中文 (Chinese)" };
+  const SHOWN = { " ": "␣", "\n": "⏎", "\t": "⇥" }; // invisible characters, made visible
+
+  // ---------------------------------------------------------------- the model
+
+  const models = {}; // lang -> Promise of the loaded model
+
+  function load(lang) {
+    if (!models[lang]) {
+      models[lang] = (async () => {
+        const header = await (await fetchOk(new URL(`${lang}.json`, BASE))).json();
+        const buffer = await (await fetchOk(new URL(header.weights, BASE))).arrayBuffer();
+        if (buffer.byteLength !== header.weights_bytes) {
+          throw new Error(`${header.weights}: ${buffer.byteLength} bytes, expected ${header.weights_bytes}`);
+        }
+        const w = {};
+        for (const t of header.tensors) {
+          w[t.name] = new Float32Array(buffer, t.offset, t.shape.reduce((a, b) => a * b, 1));
+        }
+        const stoi = new Map(header.vocab.map((ch, i) => [ch, i]));
+        return { lang, header, config: header.config, vocab: header.vocab, stoi, w, bytes: buffer.byteLength };
+      })();
+      models[lang].catch(() => { delete models[lang]; }); // a later call may try again
+    }
+    return models[lang];
+  }
+
+  async function fetchOk(url) {
+    // Browsers refuse fetch() on file:// (and log an error when asked): do not ask.
+    if (url.protocol === "file:") throw new Error("pages opened from the file system cannot read files");
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url.pathname}: HTTP ${response.status}`);
+    return response;
+  }
+
+  // nn.Linear: y = x W^T + b. x (T, nIn), W (nOut, nIn) row-major, b (nOut) or undefined.
+  function linear(x, T, nIn, W, b, nOut) {
+    const y = new Float64Array(T * nOut);
+    for (let t = 0; t < T; t++) {
+      const xo = t * nIn;
+      for (let o = 0; o < nOut; o++) {
+        const wo = o * nIn;
+        let s0 = 0, s1 = 0, s2 = 0, s3 = 0, i = 0;
+        for (; i + 3 < nIn; i += 4) {
+          s0 += x[xo + i] * W[wo + i];
+          s1 += x[xo + i + 1] * W[wo + i + 1];
+          s2 += x[xo + i + 2] * W[wo + i + 2];
+          s3 += x[xo + i + 3] * W[wo + i + 3];
+        }
+        for (; i < nIn; i++) s0 += x[xo + i] * W[wo + i];
+        y[t * nOut + o] = s0 + s1 + s2 + s3 + (b ? b[o] : 0);
+      }
+    }
+    return y;
+  }
+
+  // nn.LayerNorm(C): per position, subtract the mean, divide by sqrt(var + 1e-5), scale, shift.
+  function layerNorm(x, T, C, weight, bias) {
+    const y = new Float64Array(T * C);
+    for (let t = 0; t < T; t++) {
+      let mean = 0;
+      for (let c = 0; c < C; c++) mean += x[t * C + c];
+      mean /= C;
+      let v = 0;
+      for (let c = 0; c < C; c++) v += (x[t * C + c] - mean) ** 2;
+      const inv = 1 / Math.sqrt(v / C + 1e-5); // biased variance, as PyTorch
+      for (let c = 0; c < C; c++) {
+        y[t * C + c] = (x[t * C + c] - mean) * inv * weight[c] + (bias ? bias[c] : 0);
+      }
+    }
+    return y;
+  }
+
+  // erfc by its Chebyshev fit (Numerical Recipes, erfcc): fractional error below 1.2e-7.
+  function erfc(x) {
+    const z = Math.abs(x), t = 1 / (1 + 0.5 * z);
+    const r = t * Math.exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+      + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+      + t * (-0.82215223 + t * 0.17087277)))))))));
+    return x >= 0 ? r : 2 - r;
+  }
+
+  // nn.GELU(): the exact form, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); nn.ReLU for "relu".
+  function activate(x, kind) {
+    for (let i = 0; i < x.length; i++) {
+      x[i] = kind === "relu" ? Math.max(0, x[i]) : 0.5 * x[i] * (2 - erfc(x[i] / Math.SQRT2));
+    }
+    return x;
+  }
+
+  function addInPlace(x, y) {
+    for (let i = 0; i < x.length; i++) x[i] += y[i];
+  }
+
+  // --8<-- [start:attention]
+  // CausalSelfAttention.forward, the explicit path. Returns c_proj(y); pushes the
+  // (n_head, T, T) weights to ``maps``.
+  function attention(h, T, C, nh, w, p, maps) {
+    const hs = C / nh;
+    const qkv = linear(h, T, C, w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"], 3 * C); // q | k | v
+    const y = new Float64Array(T * C); // heads side by side: (T, C)
+    const weights = [];
+    const scores = new Float64Array(T);
+    for (let head = 0; head < nh; head++) {
+      const qo = head * hs, ko = C + head * hs, vo = 2 * C + head * hs;
+      const wts = new Float64Array(T * T); // zero above the diagonal: a token may not look ahead
+      for (let i = 0; i < T; i++) {
+        let max = -Infinity;
+        for (let j = 0; j <= i; j++) { // masked: keys 0 .. i only
+          let s = 0;
+          for (let d = 0; d < hs; d++) s += qkv[i * 3 * C + qo + d] * qkv[j * 3 * C + ko + d];
+          scores[j] = s / Math.sqrt(hs); // scaled = scores / sqrt(hs)
+          if (scores[j] > max) max = scores[j];
+        }
+        let sum = 0;
+        for (let j = 0; j <= i; j++) { scores[j] = Math.exp(scores[j] - max); sum += scores[j]; }
+        for (let j = 0; j <= i; j++) {
+          const a = scores[j] / sum; // weights = softmax(masked)
+          wts[i * T + j] = a;
+          for (let d = 0; d < hs; d++) y[i * C + qo + d] += a * qkv[j * 3 * C + vo + d]; // weights @ v
+        }
+      }
+      weights.push(wts);
+    }
+    maps.push(weights);
+    return linear(y, T, C, w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"], C);
+  }
+  // --8<-- [end:attention]
+
+  // MLP.forward: c_proj(act(c_fc(x))), C -> 4C -> C.
+  function mlp(h, T, C, w, p, kind) {
+    const a = activate(linear(h, T, C, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"], 4 * C), kind);
+    return linear(a, T, 4 * C, w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"], C);
+  }
+
+  // --8<-- [start:forward]
+  // GPT.forward for one sequence of ids: logits (T, vocab_size) and attention maps
+  // [layer][head] -> (T, T), row = query, column = key.
+  function forward(model, idx) {
+    const { n_layer, n_head, n_embd: C, vocab_size: V, block_size, activation } = model.config;
+    const w = model.w, T = idx.length;
+    if (T < 1 || T > block_size) throw new Error(`need 1 to ${block_size} tokens, got ${T}`);
+    // embed: token plus position embeddings, the residual stream's start (T, C)
+    const x = new Float64Array(T * C);
+    const wte = w["transformer.wte.weight"], wpe = w["transformer.wpe.weight"];
+    for (let t = 0; t < T; t++) {
+      for (let c = 0; c < C; c++) x[t * C + c] = wte[idx[t] * C + c] + wpe[t * C + c];
+    }
+    const maps = [];
+    for (let l = 0; l < n_layer; l++) { // Block.forward, pre-LayerNorm
+      const p = `transformer.h.${l}.`;
+      addInPlace(x, attention(layerNorm(x, T, C, w[p + "ln_1.weight"], w[p + "ln_1.bias"]), T, C, n_head, w, p, maps));
+      addInPlace(x, mlp(layerNorm(x, T, C, w[p + "ln_2.weight"], w[p + "ln_2.bias"]), T, C, w, p, activation));
+    }
+    // readout: the final LayerNorm and lm_head
+    const hf = layerNorm(x, T, C, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"]);
+    const logits = linear(hf, T, C, w["lm_head.weight"], w["lm_head.bias"], V);
+    return { logits, maps, T, V };
+  }
+  // --8<-- [end:forward]
+
+  // sample_next's distribution: shift, scale by 1/temperature, keep the top k, softmax.
+  // temperature 0 is greedy: all probability on the largest logit.
+  function nextDistribution(logits, temperature, topK) {
+    const V = logits.length;
+    let max = -Infinity, arg = 0;
+    for (let i = 0; i < V; i++) if (logits[i] > max) { max = logits[i]; arg = i; }
+    const probs = new Float64Array(V);
+    if (temperature === 0) { probs[arg] = 1; return probs; }
+    const scale = Math.min(1 / temperature, 3.4028234663852886e38);
+    const z = Array.from(logits, (v) => (v - max) * scale);
+    if (topK && topK < V) {
+      const kth = [...z].sort((a, b) => b - a)[topK - 1];
+      for (let i = 0; i < V; i++) if (z[i] < kth) z[i] = -Infinity; // ties with the k-th stay
+    }
+    let sum = 0;
+    for (let i = 0; i < V; i++) { probs[i] = Math.exp(z[i]); sum += probs[i]; }
+    for (let i = 0; i < V; i++) probs[i] /= sum;
+    return probs;
+  }
+
+  function sample(probs) {
+    let r = Math.random(), i = 0;
+    for (; i < probs.length - 1; i++) { r -= probs[i]; if (r < 0) break; }
+    while (probs[i] === 0 && i > 0) i--; // rounding at the very end of the range
+    return i;
+  }
+
+  // ---------------------------------------------------------------- the widget
+
+  const shown = (ch) => SHOWN[ch] || ch;
+  const codePoint = (ch) => "U+" + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+  const pct = (p) => (p >= 0.995 ? (100 * p).toFixed(0) : p >= 0.001 ? (100 * p).toFixed(1) : (100 * p).toFixed(2)) + "%";
+  let counter = 0;
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v;
+      else if (k === "text") node.textContent = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    }
+    for (const c of children) node.append(c);
+    return node;
+  }
+
+  function colors(root) {
+    const style = getComputedStyle(root);
+    const get = (name, fallback) => (style.getPropertyValue(name) || fallback).trim();
+    return {
+      cold: parseColor(get("--gx-cold", "#ffffff")), hot: parseColor(get("--gx-hot", "#1a237e")),
+      masked: get("--gx-masked", "#eeeeee"), muted: get("--gx-muted", "#9e9ea8"), fg: get("--gx-fg", "#222222"), mark: get("--gx-mark", "#e53935"),
+      font: style.fontFamily,
+    };
+  }
+
+  function parseColor(hex) {
+    const m = /^#?([0-9a-f]{6})$/i.exec(hex.trim());
+    const n = m ? parseInt(m[1], 16) : 0;
+    return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
+  }
+
+  function heat(c, a) { // weight 0 -> the background, 1 -> the hot colour
+    const mix = (i) => Math.round(c.cold[i] + (c.hot[i] - c.cold[i]) * a);
+    return `rgb(${mix(0)},${mix(1)},${mix(2)})`;
+  }
+
+  function sizeCanvas(canvas, width, height) {
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(width * dpr);
+    canvas.height = Math.round(height * dpr);
+    canvas.style.width = `${width}px`;
+    canvas.style.height = `${height}px`;
+    const g = canvas.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return g;
+  }
+
+  class Explorer {
+    constructor(root) {
+      this.root = root;
+      this.id = ++counter;
+      this.compact = root.dataset.compact === "true";
+      this.lang = root.dataset.lang in LANG_NAMES ? root.dataset.lang : "en";
+      this.layer = 0; this.head = 0; this.query = -1; // -1: the last position
+      this.result = null;
+      this.build();
+      this.setLang(this.lang, true);
+      new MutationObserver(() => this.draw()).observe(document.body, {
+        attributes: true, attributeFilter: ["data-md-color-scheme"] });
+      let pending = 0;
+      new ResizeObserver(() => {
+        cancelAnimationFrame(pending);
+        pending = requestAnimationFrame(() => this.draw());
+      }).observe(root);
+    }
+
+    build() {
+      const id = `gx${this.id}`;
+      this.root.textContent = "";
+      this.root.dataset.state = "loading";
+      this.radios = Object.keys(LANG_NAMES).map((lang) => el("input", {
+        type: "radio", name: `${id}-model`, value: lang, onchange: () => this.setLang(lang) }));
+      this.prompt = el("input", { type: "text", id: `${id}-prompt`, class: "gx-prompt", spellcheck: "false",
+        autocomplete: "off", autocapitalize: "off", oninput: () => this.run() });
+      this.status = el("p", { class: "gx-status", role: "status", "aria-live": "polite" });
+      this.notes = el("div", { class: "gx-notes", "aria-live": "polite" });
+      this.grid = el("div", { class: "gx-grid", role: "group", "aria-label": "attention map of every layer and head" });
+      this.bigCaption = el("figcaption", { class: "gx-caption" });
+      this.big = el("canvas", { class: "gx-big", tabindex: "0", role: "img" });
+      this.readout = el("p", { class: "gx-readout", "aria-live": "polite" });
+      this.headView = el("canvas", { class: "gx-headview", tabindex: "0", role: "img" });
+      this.headText = el("p", { class: "gx-readout", "aria-live": "polite" });
+      this.temperature = el("input", { type: "range", id: `${id}-temp`, min: "0", max: "2", step: "0.05",
+        value: "1", oninput: () => this.predict() });
+      this.tempOut = el("output", { for: `${id}-temp`, class: "gx-temp-value" });
+      this.topK = el("input", { type: "number", id: `${id}-topk`, min: "1", step: "1", placeholder: "all",
+        inputmode: "numeric", class: "gx-topk", oninput: () => this.predict() });
+      this.sampleButton = el("button", { type: "button", class: "md-button md-button--primary gx-sample",
+        onclick: () => this.sampleNext() }, "Sample the next character");
+      this.top = el("ol", { class: "gx-top", "aria-label": "the ten most likely next characters" });
+
+      const models = el("fieldset", { class: "gx-models" }, el("legend", { text: "Model" }),
+        ...this.radios.map((r) => el("label", {}, r, ` ${LANG_NAMES[r.value]}`)));
+      const prompt = el("label", { class: "gx-prompt-label", for: `${id}-prompt` }, "Prompt");
+      const mapsHelp = "Each small map is one head (rows: layers 1 to n, columns: heads). Choose one to see it large.";
+      const bigBox = el("figure", { class: "gx-bigbox" }, this.bigCaption,
+        el("div", { class: "gx-scroll" }, this.big), this.readout);
+      const viewBox = el("figure", { class: "gx-viewbox" },
+        el("figcaption", { class: "gx-caption", text: "Head view: from the query (top) to the keys it reads (bottom)" }),
+        el("div", { class: "gx-scroll" }, this.headView), this.headText);
+      const next = el("section", { class: "gx-next", "aria-label": "next character" },
+        el("h4", { text: "Next character" }),
+        el("div", { class: "gx-sampling" },
+          el("label", { for: `${id}-temp` }, "Temperature "), this.temperature, this.tempOut,
+          el("label", { for: `${id}-topk` }, "Top-k "), this.topK),
+        this.top, this.sampleButton);
+      this.root.append(
+        el("div", { class: "gx-controls" }, models, el("div", { class: "gx-prompt-row" }, prompt, this.prompt)),
+        this.status, this.notes,
+        el("div", { class: "gx-maps" },
+          el("div", { class: "gx-gridbox" }, el("p", { class: "gx-help", text: mapsHelp }), this.grid), bigBox),
+        ...(this.compact ? [] : [viewBox]), next);
+
+      // The large map and the head view: hover, tap or arrow keys choose the query.
+      const pick = (canvas, toQuery) => {
+        const handler = (e) => {
+          const r = canvas.getBoundingClientRect();
+          const q = toQuery(e.clientX - r.left, e.clientY - r.top);
+          if (q !== null && q !== this.query) { this.query = q; this.drawQuery(); }
+        };
+        canvas.addEventListener("pointermove", handler);
+        canvas.addEventListener("pointerdown", handler);
+      };
+      pick(this.big, (x, y) => this.bigCell(x, y));
+      pick(this.headView, (x) => this.viewIndex(x));
+      for (const canvas of [this.big, this.headView]) {
+        canvas.addEventListener("keydown", (e) => {
+          if (!this.result) return;
+          const T = this.result.T, q = this.queryIndex();
+          const step = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1 }[e.key];
+          let next = null;
+          if (step) next = Math.min(T - 1, Math.max(0, q + step));
+          if (e.key === "Home") next = 0;
+          if (e.key === "End") next = T - 1;
+          if (next !== null) { e.preventDefault(); this.query = next; this.drawQuery(); }
+        });
+      }
+    }
+
+    async setLang(lang, first) {
+      const old = this.model;
+      this.lang = lang;
+      this.radios.forEach((r) => { r.checked = r.value === lang; });
+      this.status.textContent = `Loading the ${LANG_NAMES[lang]} model...`;
+      this.root.dataset.state = "loading";
+      let model;
+      try {
+        model = await load(lang);
+      } catch (err) {
+        if (this.lang !== lang) return;
+        this.root.dataset.state = "error";
+        this.status.textContent = window.location.protocol === "file:"
+          ? "The explorer reads the model's weights with fetch(), which browsers do not allow for a "
+            + "page opened from the file system. Serve the site instead: mkdocs serve, or "
+            + "python -m http.server --directory site, then open http://127.0.0.1:8000/."
+          : `The model could not be loaded (${err.message}). Rebuild the docs after `
+            + "python tools/gen_docs.py --only explorer_en explorer_zh.";
+        return;
+      }
+      if (this.lang !== lang) return; // another choice came in meanwhile
+      this.model = model;
+      const c = model.config;
+      this.topK.max = String(c.vocab_size);
+      // A new model starts from its own example unless the reader typed something.
+      if (first || !this.prompt.value || (old && this.prompt.value === old.header.example)) {
+        this.prompt.value = model.header.example;
+      }
+      this.prompt.setAttribute("aria-describedby", `gx${this.id}-notes`);
+      this.notes.id = `gx${this.id}-notes`;
+      this.layer = Math.min(this.layer, c.n_layer - 1);
+      this.head = Math.min(this.head, c.n_head - 1);
+      this.buildGrid();
+      this.run();
+      this.root.dataset.state = "ready";
+      if (api.firstRender === null) api.firstRender = performance.now();
+    }
+
+    buildGrid() {
+      const { n_layer, n_head } = this.model.config;
+      this.grid.textContent = "";
+      this.grid.style.gridTemplateColumns = `auto repeat(${n_head}, minmax(0, 1fr))`;
+      this.grid.append(el("span", {}));
+      for (let h = 0; h < n_head; h++) this.grid.append(el("span", { class: "gx-axis", text: `head ${h + 1}` }));
+      this.thumbs = [];
+      for (let l = 0; l < n_layer; l++) {
+        this.grid.append(el("span", { class: "gx-axis", text: `layer ${l + 1}` }));
+        for (let h = 0; h < n_head; h++) {
+          const canvas = el("canvas", { "aria-hidden": "true" });
+          const button = el("button", { type: "button", class: "gx-thumb", "aria-label": `layer ${l + 1}, head ${h + 1}`,
+            onclick: () => { this.layer = l; this.head = h; this.draw(); } }, canvas);
+          this.thumbs.push({ l, h, button, canvas });
+          this.grid.append(button);
+        }
+      }
+    }
+
+    // The prompt as the model sees it: known characters only, the last block_size of them.
+    encode() {
+      const { stoi, config } = this.model;
+      const chars = Array.from(this.prompt.value);
+      const unknown = [...new Set(chars.filter((ch) => !stoi.has(ch)))];
+      let known = chars.filter((ch) => stoi.has(ch));
+      const cropped = Math.max(0, known.length - config.block_size);
+      known = known.slice(cropped);
+      return { chars: known, ids: known.map((ch) => stoi.get(ch)), unknown, cropped };
+    }
+
+    run() {
+      if (!this.model) return;
+      const { chars, ids, unknown, cropped } = this.encode();
+      const m = this.model, name = LANG_NAMES[m.lang];
+      this.notes.textContent = "";
+      if (unknown.length) {
+        const list = unknown.slice(0, 12).map((ch) => `“${shown(ch)}” (${codePoint(ch)})`).join(", ");
+        this.notes.append(el("p", { class: "gx-unknown" },
+          `Left out, not in the ${name} model's vocabulary of ${m.config.vocab_size} characters: ${list}`
+          + `${unknown.length > 12 ? ` and ${unknown.length - 12} more` : ""}. A character-level model has `
+          + "one embedding row per character of its training text and nothing for any other character, "
+          + "so it reads the prompt without them."));
+      }
+      if (cropped) {
+        this.notes.append(el("p", { class: "gx-cropped" },
+          `Only the last ${m.config.block_size} characters are used (${cropped} left out at the start): `
+          + `block_size is ${m.config.block_size}, the longest context the model has learned positions for, `
+          + "and generate() crops the same way."));
+      }
+      if (!ids.length) {
+        this.result = null;
+        this.chars = [];
+        this.status.textContent = `Type at least one character the ${name} model knows.`;
+        this.draw();
+        this.predict();
+        return;
+      }
+      const t0 = performance.now();
+      this.result = forward(m, ids);
+      const ms = performance.now() - t0;
+      this.chars = chars;
+      if (this.query >= chars.length) this.query = -1;
+      this.status.textContent = `${name} model: ${ids.length} of ${m.config.block_size} positions, `
+        + `${m.config.n_layer} layers x ${m.config.n_head} heads; forward pass ${ms.toFixed(1)} ms in this page.`;
+      this.draw();
+      this.predict();
+    }
+
+    queryIndex() {
+      return this.query < 0 ? this.result.T - 1 : this.query;
+    }
+
+    draw() {
+      if (!this.model) return;
+      const c = colors(this.root);
+      const res = this.result;
+      for (const t of this.thumbs || []) {
+        const on = t.l === this.layer && t.h === this.head;
+        t.button.setAttribute("aria-pressed", String(on));
+        const size = Math.max(24, Math.floor(t.button.clientWidth) - 6);
+        const g = sizeCanvas(t.canvas, size, size);
+        if (res) this.paintMap(g, res.maps[t.l][t.h], res.T, 0, 0, size / res.T, c);
+      }
+      this.bigCaption.textContent = `Layer ${this.layer + 1}, head ${this.head + 1}: `
+        + "each row is a query character, each column a key; the stronger the colour, the more weight (each row sums to 1)";
+      this.drawQuery(c);
+    }
+
+    paintMap(g, wts, T, x0, y0, cell, c) {
+      for (let i = 0; i < T; i++) {
+        for (let j = 0; j < T; j++) {
+          g.fillStyle = j > i ? c.masked : heat(c, wts[i * T + j]);
+          g.fillRect(x0 + j * cell, y0 + i * cell, Math.ceil(cell), Math.ceil(cell));
+        }
+      }
+    }
+
+    // Geometry of the large map: tick labels left (queries) and on top (keys).
+    bigGeometry() {
+      const T = this.result.T;
+      const avail = Math.max(160, this.big.parentElement.clientWidth - 4); // its own column
+      const cell = Math.max(14, Math.min(this.compact ? 20 : 28, Math.floor((avail - 8) / (T + 1.1))));
+      return { T, cell, label: Math.round(cell * 1.1) + 6, font: Math.min(15, Math.round(cell * 0.8)) };
+    }
+
+    bigCell(x, y) {
+      if (!this.result) return null;
+      const { T, cell, label } = this.bigGeometry();
+      const i = Math.floor((y - label) / cell);
+      return x >= label && i >= 0 && i < T ? i : null;
+    }
+
+    viewGeometry() {
+      const T = this.result.T;
+      const avail = Math.max(160, this.headView.parentElement.clientWidth - 4);
+      const cell = Math.max(16, Math.min(28, Math.floor(avail / T)));
+      return { T, cell, height: 150, font: Math.min(16, Math.round(cell * 0.8)) };
+    }
+
+    viewIndex(x) {
+      if (!this.result) return null;
+      const { T, cell } = this.viewGeometry();
+      const i = Math.floor(x / cell);
+      return i >= 0 && i < T ? i : null;
+    }
+
+    // Everything that depends on the chosen query: the large map, the head view, the readouts.
+    drawQuery(c) {
+      c = c || colors(this.root);
+      const res = this.result;
+      if (!res) {
+        sizeCanvas(this.big, 1, 1); sizeCanvas(this.headView, 1, 1);
+        this.readout.textContent = ""; this.headText.textContent = "";
+        this.big.setAttribute("aria-label", "no attention map: no characters");
+        return;
+      }
+      const wts = res.maps[this.layer][this.head], q = this.queryIndex(), chars = this.chars;
+      const { T, cell, label, font } = this.bigGeometry();
+      const g = sizeCanvas(this.big, label + T * cell + 2, label + T * cell + 2);
+      this.paintMap(g, wts, T, label, label, cell, c);
+      g.fillStyle = c.fg;
+      g.font = `${font}px ${c.font}`;
+      g.textAlign = "center";
+      g.textBaseline = "middle";
+      for (let i = 0; i < T; i++) {
+        g.fillText(shown(chars[i]), label / 2, label + (i + 0.5) * cell); // queries, down the left
+        g.fillText(shown(chars[i]), label + (i + 0.5) * cell, label / 2); // keys, along the top
+      }
+      g.strokeStyle = c.mark;
+      g.lineWidth = 2;
+      g.strokeRect(label + 1, label + q * cell + 1, (q + 1) * cell - 2, cell - 2); // the query's row
+      this.big.setAttribute("aria-label", `attention map of layer ${this.layer + 1}, head ${this.head + 1}; `
+        + "arrow keys choose the query row");
+
+      const ranked = Array.from({ length: q + 1 }, (_, j) => j).sort((a, b) => wts[q * T + b] - wts[q * T + a]);
+      const text = `Query “${shown(chars[q])}” (position ${q}) looks most at: `
+        + ranked.slice(0, 3).map((j) => `“${shown(chars[j])}” at ${j} (${wts[q * T + j].toFixed(2)})`).join(", ");
+      this.readout.textContent = text;
+
+      if (this.compact) return;
+      const v = this.viewGeometry();
+      const gv = sizeCanvas(this.headView, v.T * v.cell + 2, v.height);
+      const top = v.font + 4, bottom = v.height - v.font - 6;
+      for (let j = 0; j <= q; j++) { // shade the keys, draw a line from the query to each
+        const a = wts[q * T + j];
+        gv.fillStyle = heat(c, a);
+        gv.fillRect(j * v.cell + 1, bottom - 2, v.cell - 2, v.font + 8);
+        gv.strokeStyle = `rgba(${c.hot.join(",")},${Math.min(1, a * 1.2).toFixed(3)})`;
+        gv.lineWidth = 1 + 5 * a;
+        gv.beginPath();
+        gv.moveTo((q + 0.5) * v.cell, top + 6);
+        gv.lineTo((j + 0.5) * v.cell, bottom - 4);
+        gv.stroke();
+      }
+      gv.font = `${v.font}px ${c.font}`;
+      gv.textAlign = "center";
+      gv.textBaseline = "middle";
+      for (let i = 0; i < T; i++) {
+        gv.fillStyle = i === q ? c.mark : i > q ? c.muted : c.fg;
+        gv.fillText(shown(chars[i]), (i + 0.5) * v.cell, top - v.font / 2);
+        gv.fillStyle = i > q ? c.muted : a11yText(c, wts[q * T + i]);
+        gv.fillText(shown(chars[i]), (i + 0.5) * v.cell, bottom + v.font / 2 + 2);
+      }
+      this.headView.setAttribute("aria-label", `head view of layer ${this.layer + 1}, head ${this.head + 1}; `
+        + "arrow keys choose the query character");
+      this.headText.textContent = text;
+    }
+
+    predict() {
+      const temperature = Number(this.temperature.value);
+      this.tempOut.textContent = temperature === 0 ? "0 (greedy)" : temperature.toFixed(2);
+      const k = Math.floor(Number(this.topK.value));
+      const V = this.model ? this.model.config.vocab_size : 0;
+      const topK = this.topK.value === "" || !(k >= 1) ? null : Math.min(k, V);
+      this.top.textContent = "";
+      this.sampleButton.disabled = !this.result;
+      if (!this.result) return;
+      const { logits, T } = this.result;
+      this.probs = nextDistribution(logits.subarray((T - 1) * V, T * V), temperature, topK);
+      const order = Array.from({ length: V }, (_, i) => i).sort((a, b) => this.probs[b] - this.probs[a]);
+      for (const i of order.slice(0, 10)) {
+        const p = this.probs[i], ch = this.model.vocab[i];
+        const bar = el("span", { class: "gx-bar" });
+        bar.style.width = `${(100 * p).toFixed(1)}%`;
+        this.top.append(el("li", { title: codePoint(ch), "data-p": String(p) },
+          el("span", { class: "gx-char", text: shown(ch) }),
+          el("span", { class: "gx-barbox" }, bar),
+          el("span", { class: "gx-prob", text: pct(p) })));
+      }
+    }
+
+    sampleNext() {
+      if (!this.result || !this.probs) return;
+      const i = sample(this.probs);
+      this.prompt.value += this.model.vocab[i];
+      this.query = -1;
+      this.run();
+    }
+  }
+
+  // Text on a shaded key stays readable: the foreground on light cells, the background on dark.
+  function a11yText(c, a) {
+    const [r, g, b] = c.hot.map((h, i) => c.cold[i] + (h - c.cold[i]) * a);
+    const lum = (0.299 * r + 0.587 * g + 0.114 * b) / 255;
+    const [br, bg, bb] = c.cold;
+    const coldLum = (0.299 * br + 0.587 * bg + 0.114 * bb) / 255;
+    return Math.abs(lum - coldLum) > 0.45 ? `rgb(${c.cold.join(",")})` : c.fg;
+  }
+
+  // ---------------------------------------------------------------- for tests and the console
+
+  const api = {
+    load,
+    firstRender: null, // ms after navigation start when the first explorer was drawn
+    instances: [],
+    // forward on ids, as plain arrays: {logits: [T][V], maps: [layer][head][T][T]}
+    async forward(lang, ids) {
+      const m = await load(lang);
+      const r = forward(m, ids);
+      const rows = (a, n, k) => Array.from({ length: n }, (_, i) => Array.from(a.subarray(i * k, (i + 1) * k)));
+      return { logits: rows(r.logits, r.T, r.V), maps: r.maps.map((l) => l.map((h) => rows(h, r.T, r.T))) };
+    },
+    // one full forward pass, timed: the median of ``repeat`` runs, in ms
+    async time(lang, ids, repeat) {
+      const m = await load(lang);
+      const times = [];
+      for (let i = 0; i < (repeat || 9); i++) {
+        const t0 = performance.now();
+        forward(m, ids);
+        times.push(performance.now() - t0);
+      }
+      times.sort((a, b) => a - b);
+      return times[Math.floor(times.length / 2)];
+    },
+    nextDistribution,
+  };
+  window.gptExplorer = api;
+
+  function start() {
+    for (const root of document.querySelectorAll(".gpt-explorer:not([data-state])")) {
+      api.instances.push(new Explorer(root));
+    }
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,271 @@
+"""The attention explorer in a real headless Chromium: the page's forward pass against PyTorch.
+
+The built site is served from 127.0.0.1 (as in tests/test_docs_browser.py, whose fixtures
+this module reuses: same skip rules, GPT_TUTORIAL_REQUIRE_BROWSER=1 turns a skip into a
+failure). The page's JavaScript runs several prompts (English and Chinese, one character
+and block_size characters long) through the exported weights; PyTorch runs the same
+prompts through the same files loaded into stage5_gpt.model.GPT; logits and every
+attention weight must agree to 1e-4. The exports must also be current (not older than
+stage5_gpt/). Then the widget as a reader uses it: unknown characters, the model switch,
+keyboard, sampling; a 390 px phone in dark mode. The budgets (model bytes, first render,
+one full-length forward pass) are measured and printed. Screenshots go to
+$EXPLORER_SCREENSHOT_DIR when it is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import test_docs_browser as docs_browser
+import torch
+from test_docs_browser import TIMEOUT_MS, is_local, open_page, page_path
+from test_explorer import current_hashes, explorer
+
+# The docs browser tests' fixtures, used here as they are: build, serve, browse offline.
+playwright_api, site, base_url = docs_browser.playwright_api, docs_browser.site, docs_browser.base_url
+blocked, context = docs_browser.blocked, docs_browser.context
+
+pytestmark = [pytest.mark.docs, pytest.mark.browser]
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = ROOT / "docs" / "generated" / explorer.FOLDER
+TOLERANCE = 1e-4
+READY = "() => [...document.querySelectorAll('.gpt-explorer')].every((e) => e.dataset.state === 'ready')"
+
+
+def corpus_prompt(lang: str, vocab: list[str], length: int) -> str:
+    """``length`` characters of the built-in corpus the model was trained on."""
+    text = (ROOT / "stage5_gpt" / "corpus" / f"{lang}.txt").read_text(encoding="utf-8")
+    text = "".join(ch for ch in text if ch in vocab)
+    return text[1000:1000 + length]
+
+
+@pytest.fixture(scope="module")
+def shots():
+    folder = os.environ.get("EXPLORER_SCREENSHOT_DIR")
+    if not folder:
+        return None
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return Path(folder)
+
+
+@pytest.fixture(scope="module")
+def exports():
+    """The exported models, loaded into PyTorch; fails first if an export is stale."""
+    hashes = current_hashes()
+    found = {lang: explorer.problems(FOLDER / f"{lang}.json", hashes[lang]) for lang in hashes}
+    assert not any(found.values()), (
+        f"stale or damaged explorer exports {found}: "
+        "run python tools/gen_docs.py --only explorer_en explorer_zh")
+    return {lang: explorer.load_export(FOLDER / f"{lang}.json") for lang in hashes}
+
+
+@pytest.fixture(scope="module")
+def explorer_page(context, base_url, site):
+    page, response, errors = open_page(context, base_url + page_path(site, "explorer.md"))
+    assert response.status == 200
+    page.wait_for_function(READY, timeout=TIMEOUT_MS)
+    yield page, errors
+    page.close()
+
+
+def test_page_agrees_with_pytorch(explorer_page, exports):
+    page, errors = explorer_page
+    worst = {}
+    for lang, (model, vocab, header) in exports.items():
+        T = header["config"]["block_size"]
+        prompts = [vocab[len(vocab) // 2], header["example"], corpus_prompt(lang, vocab, T)]
+        assert [len(p) for p in prompts][::2] == [1, T]
+        for prompt in prompts:
+            ids = [vocab.index(ch) for ch in prompt]
+            got = page.evaluate("([lang, ids]) => window.gptExplorer.forward(lang, ids)", [lang, ids])
+            idx = torch.tensor([ids])
+            with torch.no_grad():
+                logits = model(idx)[0][0].double()
+                maps = model.attention_maps(idx)[0].double()  # (n_layer, n_head, T, T)
+            dl = (torch.tensor(got["logits"], dtype=torch.float64) - logits).abs().max().item()
+            dm = (torch.tensor(got["maps"], dtype=torch.float64) - maps).abs().max().item()
+            worst[f"{lang} T={len(ids)}"] = (dl, dm)
+            assert dl < TOLERANCE and dm < TOLERANCE, (lang, prompt, dl, dm)
+            # The next-character ranking a reader sees is PyTorch's.
+            assert int(torch.tensor(got["logits"][-1]).argmax()) == int(logits[-1].argmax())
+    print("\nlargest |JS - PyTorch| (logits, attention weights):")
+    for name, (dl, dm) in worst.items():
+        print(f"  {name:10s} {dl:.2e}  {dm:.2e}")
+    assert not errors, errors
+
+
+def test_budgets(explorer_page, exports):
+    """Measured and printed; asserted only loosely (this machine may be busy)."""
+    page, _ = explorer_page
+    size = sum((FOLDER / f"{lang}.{ext}").stat().st_size for lang in exports for ext in ("json", "bin"))
+    first = page.evaluate("() => window.gptExplorer.firstRender")
+    lines = [f"model files, both languages: {size:,} bytes ({size / 2**20:.2f} MiB; budget 8 MiB)",
+             f"first interactive render: {first:.0f} ms after navigation start (budget 2000 ms)"]
+    for lang, (_, vocab, header) in exports.items():
+        T = header["config"]["block_size"]
+        ids = [vocab.index(ch) for ch in corpus_prompt(lang, vocab, T)]
+        ms = page.evaluate("([lang, ids]) => window.gptExplorer.time(lang, ids, 15)", [lang, ids])
+        lines.append(f"one forward pass, {lang}, T={T}: {ms:.1f} ms (median of 15; budget 50 ms)")
+        assert ms < 1000
+    print("\n" + "\n".join(lines))
+    assert size <= 8 * 2**20
+    assert 0 < first < 20_000
+
+
+def widget_state(page) -> dict:
+    return page.evaluate("""() => {
+      const root = document.querySelector('.gpt-explorer');
+      return {
+        prompt: root.querySelector('.gx-prompt').value,
+        model: root.querySelector('.gx-models input:checked').value,
+        notes: root.querySelector('.gx-notes').innerText,
+        status: root.querySelector('.gx-status').innerText,
+        thumbs: root.querySelectorAll('.gx-thumb').length,
+        pressed: [...root.querySelectorAll('.gx-thumb')].findIndex((b) => b.getAttribute('aria-pressed') === 'true'),
+        top: [...root.querySelectorAll('.gx-top li')].map((li) => li.innerText.replace(/\\s+/g, ' ')),
+        probs: [...root.querySelectorAll('.gx-top li')].map((li) => Number(li.dataset.p)),
+        readout: root.querySelector('.gx-bigbox .gx-readout').innerText,
+        bigWidth: root.querySelector('canvas.gx-big').width,
+      };
+    }""")
+
+
+def test_a_reader_can_use_it(explorer_page, exports, shots):
+    page, errors = explorer_page
+    root = page.locator(".gpt-explorer").first
+    start = widget_state(page)
+    assert start["model"] == "en" and start["prompt"] == exports["en"][2]["example"]
+    assert start["thumbs"] == 16 and start["pressed"] == 0 and len(start["top"]) == 10
+    assert start["bigWidth"] > 100
+    if shots:
+        root.screenshot(path=str(shots / "explorer-en-1280-light.png"))
+
+    # Unknown characters are shown and explained; the rest still runs.
+    box = root.locator(".gx-prompt")
+    box.fill("Pip said “héllo” to 🦊")
+    state = widget_state(page)
+    for ch in ("é", "“", "🦊", "U+00E9"):
+        assert ch in state["notes"], state["notes"]
+    assert "vocabulary" in state["notes"] and len(state["top"]) == 10
+    box.fill("é")
+    state = widget_state(page)
+    assert "at least one character" in state["status"] and state["top"] == []
+    box.fill("x" * 70)
+    assert "Only the last 64 characters" in widget_state(page)["notes"]
+
+    # Keyboard: a thumbnail by Enter, the query row by arrow keys.
+    box.fill("TEACHER: Pip the fox")
+    thumb = root.locator(".gx-thumb").nth(5)
+    thumb.focus()
+    page.keyboard.press("Enter")
+    state = widget_state(page)
+    assert state["pressed"] == 5 and "Layer 2, head 2" in root.locator(".gx-bigbox figcaption").inner_text()
+    last = state["readout"]
+    root.locator("canvas.gx-big").focus()
+    page.keyboard.press("Home")
+    assert widget_state(page)["readout"].startswith("Query “T” (position 0)")
+    page.keyboard.press("ArrowDown")
+    assert "(position 1)" in widget_state(page)["readout"] and widget_state(page)["readout"] != last
+
+    # Temperature 0 is greedy; Sample appends one character.
+    temperature = root.locator("input[type=range]")
+    temperature.focus()
+    page.keyboard.press("Home")  # the range's own keys: Home is its minimum, 0
+    state = widget_state(page)
+    assert state["top"][0].endswith("100%") and state["probs"][1:] == [0] * 9
+    root.locator(".gx-sample").click()
+    assert len(widget_state(page)["prompt"]) == len("TEACHER: Pip the fox") + 1
+    root.locator(".gx-topk").fill("3")
+    temperature.evaluate("(e) => { e.value = '1'; e.dispatchEvent(new Event('input')); }")
+    probs = widget_state(page)["probs"]
+    assert sum(p > 0 for p in probs) == 3 and abs(sum(probs) - 1) < 1e-9, probs
+
+    # The Chinese model: its own example replaces the English one.
+    box.fill(exports["en"][2]["example"])
+    root.locator(".gx-models input[value=zh]").check()
+    page.wait_for_function(READY)
+    state = widget_state(page)
+    assert state["model"] == "zh" and state["prompt"] == exports["zh"][2]["example"]
+    assert state["notes"] == "" and len(state["top"]) == 10
+    if shots:
+        root.screenshot(path=str(shots / "explorer-zh-1280-light.png"))
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_phone_dark_mode(playwright_api, base_url, site, exports, shots, lang):
+    ctx = playwright_api.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                     has_touch=True, color_scheme="dark", service_workers="block")
+    ctx.route("**/*", lambda route: route.continue_() if is_local(route.request.url)
+              else route.abort())
+    page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
+    page.wait_for_function(READY, timeout=TIMEOUT_MS)
+    if lang == "zh":
+        page.locator(".gx-models input[value=zh]").first.check()
+        page.wait_for_function(READY)
+    assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 391, f"the explorer page scrolls sideways at 390 px: {width}"
+    # Tap a character of the head view: it becomes the query.
+    view = page.locator("canvas.gx-headview").first
+    view.tap(position={"x": 8, "y": 20})
+    assert "(position 0)" in page.locator(".gx-viewbox .gx-readout").first.inner_text()
+    colors = page.evaluate("getComputedStyle(document.querySelector('.gpt-explorer'))"
+                           ".getPropertyValue('--gx-cold').trim()")
+    assert colors.lower() != "#ffffff", "dark mode should draw the maps on a dark background"
+    if shots:
+        page.locator(".gpt-explorer").first.screenshot(path=str(shots / f"explorer-{lang}-390-dark.png"))
+        page.screenshot(path=str(shots / f"explorer-{lang}-390-dark-page.png"), full_page=True)
+    ctx.close()
+    assert not errors, errors
+
+
+def test_dark_mode_at_1280(playwright_api, base_url, site, shots):
+    # A context of its own: Material keeps the scheme it first chose in localStorage.
+    ctx = playwright_api.new_context(viewport={"width": 1280, "height": 900}, color_scheme="dark",
+                                     service_workers="block")
+    ctx.route("**/*", lambda route: route.continue_() if is_local(route.request.url)
+              else route.abort())
+    page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
+    page.wait_for_function(READY, timeout=TIMEOUT_MS)
+    assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
+    if shots:
+        page.locator(".gpt-explorer").first.screenshot(path=str(shots / "explorer-en-1280-dark.png"))
+        page.locator(".gx-models input[value=zh]").first.check()
+        page.wait_for_function(READY)
+        page.locator(".gpt-explorer").first.screenshot(path=str(shots / "explorer-zh-1280-dark.png"))
+    ctx.close()
+    assert not errors, errors
+
+
+def test_every_page_with_an_explorer_draws_it(context, base_url, site):
+    """The full page, and the compact version wherever a page includes it."""
+    pages = [p for p in sorted(site.glob("*.html")) if 'class="gpt-explorer"' in p.read_text(encoding="utf-8")]
+    assert "explorer.html" in [p.name for p in pages]
+    for path in pages:
+        page, _, errors = open_page(context, base_url + path.name)
+        page.wait_for_function(READY, timeout=TIMEOUT_MS)
+        assert page.locator(".gpt-explorer .gx-top li").count() >= 10
+        page.close()
+        assert not errors, (path.name, errors)
+
+
+def test_from_the_file_system_it_explains_instead_of_failing(context, site):
+    page, _, errors = open_page(context, (site / page_path(site, "explorer.md")).as_uri())
+    page.wait_for_function("() => document.querySelector('.gpt-explorer').dataset.state === 'error'")
+    assert "file system" in page.locator(".gx-status").first.inner_text()
+    page.close()
+    # Material's own look-up of the sitemap fails from file:// too; none of ours may.
+    ours = [e for e in errors if e.startswith("page error") or "explorer" in e]
+    assert not ours, ours
+
+
+def test_the_export_header_is_small(exports):
+    for lang in exports:
+        header = json.loads((FOLDER / f"{lang}.json").read_text(encoding="utf-8"))
+        assert (FOLDER / f"{lang}.json").stat().st_size < 64_000, lang
+        assert header["dtype"] == "float32"
