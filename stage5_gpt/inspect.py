@@ -183,6 +183,14 @@ def format_explanation(result: dict, dims: int = SHOW_DIMS) -> str:
             "  side by side (T x C), and c_proj maps them into the residual stream",
             result["heads_out"])
 
+    w = result["weights"]
+    top = w[1:].argmax(dim=-1).tolist()  # top[i - 1]: the j of row i's largest weight
+    on = {name: sum(j == i - 1 + d for i, j in enumerate(top, start=1))
+          for name, d in (("prev", 0), ("self", 1))}
+    out += [] if T < 2 else ["", f"where each row looks: the largest weight of row i (i = 1..{T - 1}) is on "
+                f"j = i-1 (the previous character) in {on['prev']} rows, on j = i (itself) in "
+                f"{on['self']}, elsewhere in {T - 1 - on['prev'] - on['self']};",
+            "  weights on j = i-1: " + " ".join(number(w[i, i - 1].item()) for i in range(1, T))]
     soft = (F.softmax(result["masked"], dim=-1) - result["weights"]).abs().max().item()
     mixed = (result["weights"] @ result["v"] - result["heads_out"]).abs().max().item()
     out += ["", f"checks: softmax(masked) == weights (max |diff| {soft:.1e}); "

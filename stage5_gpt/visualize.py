@@ -9,7 +9,8 @@ Writes, into a ``figures/`` folder beside the checkpoint:
 - attention_layer{i}.png: the same attention, one file per layer;
 - position_similarity.png: how alike the learned position embeddings are;
 - layer_predictions.png: the "logit lens": what the model would predict if it
-  stopped after each block, so we see the prediction sharpen layer by layer.
+  stopped after each block, so we see the prediction sharpen layer by layer;
+- position_similarity.md, layer_predictions.md: what those two figures show, in numbers.
 
 Every figure is a function that returns the PNG's path, so the docs can call
 them too.
@@ -29,7 +30,7 @@ from .cli import pick_device, run_cli
 from .data import load_text, split
 from .errors import UserError
 from .model import LanguageModel
-from .plots import plot_attention, plot_losses
+from .plots import plot_losses
 from .tokenizer import CharTokenizer
 
 
@@ -62,32 +63,15 @@ def encode_prompt(model: LanguageModel, tokenizer: CharTokenizer, prompt: str) -
 @torch.no_grad()
 def attention_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
                      path: str | Path) -> Path:
-    """Forward ``prompt`` once and plot every head of every layer in one grid."""
+    """Every head of every layer in one grid, an overview: positions numbered, not spelled."""
+    from .lens import attention_panels  # lens imports us
+
     idx = encode_prompt(model, tokenizer, prompt)
     model.eval()
     maps = model.attention_maps(idx)[0]  # (n_layer, n_head, T, T)
     L, H = maps.shape[:2]
-    return plot_attention(
-        maps, list(prompt), path, title=f"{__package__}: attention for {prompt!r}",
-        row_names=[f"layer {i}" for i in range(L)] if L > 1 else None,
-        col_names=[f"head {j}" for j in range(H)] if H > 1 else None,
-    )
-
-
-@torch.no_grad()
-def attention_layer_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
-                            out_dir: str | Path) -> list[Path]:
-    """One PNG per layer, its heads side by side: ``out_dir/attention_layer{i}.png``."""
-    idx = encode_prompt(model, tokenizer, prompt)
-    model.eval()
-    maps = model.attention_maps(idx)[0]  # (n_layer, n_head, T, T)
-    L, H = maps.shape[:2]
-    return [
-        plot_attention(maps[i : i + 1], list(prompt), Path(out_dir) / f"attention_layer{i}.png",
-                       title=f"{__package__}: layer {i} (of 0..{L - 1}), attention for {prompt!r}",
-                       row_names=[f"layer {i}"], col_names=[f"head {j}" for j in range(H)])
-        for i in range(L)
-    ]
+    return attention_panels(maps, None, f"attention, layer L x head H, for\n{prompt!r}",
+                            [[f"L{i} H{j}" for j in range(H)] for i in range(L)], path)
 
 
 # --- training curves ---------------------------------------------------------------------
@@ -137,7 +121,7 @@ def write_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
     if log_path is not None:
         read_log(log_path)
     paths = [attention_figure(model, tokenizer, prompt, out_dir / "attention_grid.png")]
-    from .lens import layer_predictions_figure, position_similarity_figure  # lens imports us
+    from .lens import attention_layer_figures, layer_predictions_figure, position_similarity_figure
 
     paths += attention_layer_figures(model, tokenizer, prompt, out_dir)
     if log_path is not None:
@@ -145,7 +129,7 @@ def write_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
     paths.append(position_similarity_figure(model, out_dir / "position_similarity.png"))
     paths.append(layer_predictions_figure(model, tokenizer, prompt,
                                           out_dir / "layer_predictions.png"))
-    return paths
+    return paths + [p.with_suffix(".md") for p in paths[-2:]]  # written beside those two
 
 
 def prompt_from_checkpoint(ckpt: dict, length: int) -> str:

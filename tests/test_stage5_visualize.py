@@ -5,8 +5,11 @@ What is checked, as behaviour:
 
 - every figure function writes a real PNG, for an English and a Chinese prompt,
   without matplotlib's "Glyph ... missing from font(s)" warning;
-- the logit lens's last row is exactly the model's own prediction;
+- the logit lens's last row is exactly the model's own prediction, and the
+  numbers written beside its figure (right guesses per row, and which) are the
+  lens's own; the position-similarity numbers are the matrix's diagonals;
 - the position similarity is a cosine-similarity matrix;
+- the inspector's reading of the weights (largest weight on j = i-1 ...) counts right;
 - explain_head's numbers are one consistent computation (scaled = scores / sqrt(hs),
   -inf exactly above the diagonal, softmax(masked) = weights, weights @ v = output);
 - bad layer, head, prompt or log -> UserError; the CLIs run end to end on a tiny
@@ -29,7 +32,12 @@ from torch.nn import functional as F
 from stage5_gpt.checkpoint import default_checkpoint
 from stage5_gpt.errors import UserError
 from stage5_gpt.inspect import explain_head, format_explanation
-from stage5_gpt.lens import logit_lens, position_similarity
+from stage5_gpt.lens import (
+    layer_predictions_figure,
+    logit_lens,
+    position_similarity,
+    position_similarity_figure,
+)
 from stage5_gpt.model import GPT, GPTConfig
 from stage5_gpt.tokenizer import CharTokenizer
 from stage5_gpt.train import main as train_main
@@ -42,7 +50,8 @@ EN_PROMPT = "the cat sat"
 ZH_PROMPT = "小猫坐在垫子上。你好"
 MIXED_PROMPT = "小猫 sat on 垫子"  # Chinese, Latin and a space (drawn as ␣)
 FIGURES = ["attention_grid.png", "attention_layer0.png", "attention_layer1.png", "loss.png",
-           "position_similarity.png", "layer_predictions.png"]
+           "position_similarity.png", "layer_predictions.png", "position_similarity.md",
+           "layer_predictions.md"]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +95,20 @@ def test_every_figure_is_a_png_with_every_glyph(tiny, tmp_path):
         paths = write_figures(model, tok, MIXED_PROMPT, tmp_path / "fig", log_path=log)
     assert paths == [tmp_path / "fig" / name for name in FIGURES]
     for p in paths:
-        assert_png(p)
+        if p.suffix == ".png":
+            assert_png(p)
+
+
+def test_per_layer_attention_figures_are_readable_at_page_width(tiny, tmp_path):
+    """One figure per layer, heads two to a row, 6.4 inches wide (about 690 px on the page)."""
+    from PIL import Image
+
+    model, tok = tiny
+    write_figures(model, tok, EN_PROMPT, tmp_path / "fig")
+    for name in ("attention_grid.png", "attention_layer0.png", "attention_layer1.png"):
+        w, h = Image.open(tmp_path / "fig" / name).size
+        assert w == 1024, (name, w)  # 6.4 in at 160 dpi: shown at ~0.67x, fonts stay >= 9 px
+        assert h < 1.6 * w, (name, h)
 
 
 def test_logit_lens_last_row_is_the_models_own_prediction(tiny):
@@ -95,7 +117,8 @@ def test_logit_lens_last_row_is_the_models_own_prediction(tiny):
     idx = torch.tensor([tok.encode(ZH_PROMPT)])
     T, V = idx.shape[1], tok.vocab_size
     assert lens["probs"].shape == (3, T, V)  # embeddings + 2 layers
-    assert lens["row_names"] == ["embeddings", "layer 0", "layer 1"]
+    # Row l reads x_l, the stream after l blocks; layers are named by their index in h.
+    assert lens["row_names"] == ["x₀ embeddings", "x₁ after layer 0", "x₂ after layer 1"]
     with torch.no_grad():
         logits, _ = model(idx)  # the fast path, as generate() runs it
     assert torch.allclose(lens["probs"][-1], F.softmax(logits[0], dim=-1), atol=1e-6)
@@ -106,6 +129,44 @@ def test_logit_lens_last_row_is_the_models_own_prediction(tiny):
         assert lens["target_probs"][1, t] == lens["probs"][1, t, idx[0, t + 1]]
     # The rows differ: each block changes the prediction.
     assert not torch.allclose(lens["probs"][0], lens["probs"][-1])
+
+
+def test_lens_numbers_beside_the_figure_are_the_lens_own(tiny, tmp_path):
+    model, tok = tiny
+    prompt = "the cat sat on"
+    png = layer_predictions_figure(model, tok, prompt, tmp_path / "layer_predictions.png")
+    lines = png.with_suffix(".md").read_text(encoding="utf-8").splitlines()
+    lens = logit_lens(model, tok, prompt)
+    ids = lens["ids"]
+    right = lens["top1"][:, :-1] == ids[1:]  # (L + 1, T - 1)
+    rows = [line for line in lines if line.startswith("- **")]
+    names = ["x₀ embeddings", "x₁ after layer 0", "x₂ after layer 1 (output)"]
+    assert len(rows) == 3
+    label = {" ": "␣"}
+    for r, (row, name) in enumerate(zip(rows, names, strict=True)):
+        assert row.startswith(f"- **{name}**: {int(right[r].sum())} of {len(prompt) - 1}, "
+                              f"mean p {lens['target_probs'][r].mean():.2f}")
+        pairs = [f"`{label.get(prompt[c], prompt[c])}→{label.get(prompt[c + 1], prompt[c + 1])}`"
+                 for c in range(len(prompt) - 1) if right[r, c]]
+        assert row.endswith(": " + " ".join(pairs) if pairs else "")
+    gains = ", ".join(f"layer {r - 1} {int(right[r].sum() - right[r - 1].sum()):+d}"
+                      for r in (1, 2))
+    assert f"Change in right guesses made by each layer: {gains}." in lines[-1]
+
+
+def test_position_numbers_beside_the_figure_are_the_diagonal_means(tiny, tmp_path):
+    model, _ = tiny
+    png = position_similarity_figure(model, tmp_path / "position_similarity.png")
+    text = png.with_suffix(".md").read_text(encoding="utf-8")
+    sim = position_similarity(model)
+    means = [sim.diagonal(d).mean().item() for d in range(1, 20)]
+    row = next(line for line in text.splitlines() if line.startswith("| mean |"))
+    assert row == "| mean | " + " | ".join(f"{v:.2f}" for v in means[:8]) + " |"
+    peak = max(range(19), key=means.__getitem__)
+    assert f"largest at $d = {peak + 1}$ ({means[peak]:.2f})" in text
+    assert f"{sum(v < 0 for v in means)} of the 19 distances have a negative mean" in text
+    steady = all(a >= b for a, b in zip(means[:8], means[1:8], strict=False))
+    assert ("falls steadily" in text) == steady
 
 
 def test_position_similarity_is_cosine_similarity(tiny):
@@ -194,6 +255,20 @@ def test_format_explanation_shows_every_step(tiny):
     assert sum(line.count("-inf") for line in rows) == 6 * 5 // 2  # above the diagonal, 6 x 6
 
 
+def test_format_explanation_reads_where_each_row_looks(tiny):
+    model, tok = tiny
+    r = explain_head(model, tok, "the cat", 1, 1)
+    w = r["weights"]
+    w[1:] = 0.0  # rows 1..6: on j = i-1 in rows 1, 2, 3; on j = i in 4, 5; on j = 0 in 6
+    for i, j in ((1, 0), (2, 1), (3, 2), (4, 4), (5, 5), (6, 0)):
+        w[i, j] = 1.0
+    w[2, 0] = 0.25
+    text = format_explanation(r)
+    assert ("the largest weight of row i (i = 1..6) is on j = i-1 (the previous character) in "
+            "3 rows, on j = i (itself) in 2, elsewhere in 1;") in text
+    assert "weights on j = i-1: 1.00 1.00 1.00 0.00 0.00 0.00" in text
+
+
 @pytest.mark.parametrize(
     ("layer", "head", "prompt", "fragment"),
     [(2, 0, "the", "use --layer 0..1"), (-1, 0, "the", "--layer -1"), (0, 2, "the", "2 heads"),
@@ -236,11 +311,15 @@ def test_clis_end_to_end(tiny_checkpoint):
     r = finish(vis)
     assert r.returncode == 0, r.stderr
     assert "missing from font" not in r.stderr
-    printed = [Path(line.strip()) for line in r.stdout.splitlines() if line.endswith(".png")]
+    printed = [Path(line.strip()) for line in r.stdout.splitlines() if line.endswith((".png", ".md"))]
     assert sorted(p.name for p in printed) == sorted(n for n in FIGURES if n != "attention_layer1.png")
     for p in printed:
         assert p.parent == run / "figures"
-        assert_png(p)
+        if p.suffix == ".png":
+            assert_png(p)
+        else:
+            assert "of 7, mean p" in p.read_text(encoding="utf-8") or "| mean |" in p.read_text(
+                encoding="utf-8")
 
     r = finish(ins)
     assert r.returncode == 0, r.stderr

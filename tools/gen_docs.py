@@ -82,6 +82,9 @@ def load_compare():
 
 
 compare = load_compare()  # no torch import: cheap
+# The runs here make the reference of "is my loss normal?": they must not print a verdict
+# against the reference they are about to replace (every stage's harness.py reads this).
+os.environ["COURSE_NO_REFERENCE"] = "1"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -266,6 +269,8 @@ def gpt_job(work: Path, job: Job, out: str, flags: tuple[str, ...], transcript: 
     run(work, "stage5_gpt.visualize", "--ckpt", f"{out}/best.pt", "--out-dir", f"{out}/figures")
     for png in sorted((work / out / "figures").glob("*.png")):
         copy_output(job, png, f"img/{prefix}_{png.name}")
+    for md in sorted((work / out / "figures").glob("*.md")):  # what two figures show, in numbers
+        copy_output(job, md, f"{prefix}_{md.name}")
     if prompts:
         write("stage5_gpt_inspect.txt", run(work, "stage5_gpt.inspect", "--ckpt", f"{out}/best.pt",
                                             "--prompt", "Pip the"))
@@ -346,6 +351,7 @@ def train_outputs(stage: str, tag: str) -> tuple[str, ...]:
 
 VISUALIZE = ("attention_grid", "attention_layer0", "attention_layer1", "attention_layer2",
              "attention_layer3", "layer_predictions", "loss", "position_similarity")
+READINGS = ("layer_predictions", "position_similarity")  # visualize writes their numbers (.md)
 
 
 def build_jobs() -> list[Job]:
@@ -381,6 +387,7 @@ def build_jobs() -> list[Job]:
         stages=("stage5_gpt",), code=(*TRAINING, "gpt_job"),
         outputs=(*train_outputs("stage5_gpt", ""),
                  *(f"img/stage5_gpt_{f}.png" for f in VISUALIZE if f != "loss"),
+                 *(f"stage5_gpt_{f}.md" for f in READINGS),
                  "stage5_gpt_inspect.txt", "stage5_gpt_sample.txt", f"{RUNS}/stage5_en.json"),
         seconds=145))
     jobs.append(Job(
@@ -388,7 +395,8 @@ def build_jobs() -> list[Job]:
         params={"out": "out/zh", "flags": ("--data", "zh"), "transcript": "stage5_gpt_train_zh.txt",
                 "prefix": "stage5_gpt_zh", "figures": False, "record": False, "prompts": False},
         stages=("stage5_gpt",), code=(*TRAINING, "gpt_job"),
-        outputs=("stage5_gpt_train_zh.txt", *(f"img/stage5_gpt_zh_{f}.png" for f in VISUALIZE)),
+        outputs=("stage5_gpt_train_zh.txt", *(f"img/stage5_gpt_zh_{f}.png" for f in VISUALIZE),
+                 *(f"stage5_gpt_zh_{f}.md" for f in READINGS)),
         seconds=150))
     jobs.append(Job(
         "compare_en", "the table of every stage at its defaults on en", compare_table_job,
@@ -467,7 +475,24 @@ def build_jobs() -> list[Job]:
         files=("tools/compare.py",), code=(*TABLE, "compare_table_job"),
         needs=tuple(f"stage{s[5]}_shakespeare" for s in STAGES),
         outputs=("compare_shakespeare.md",), shakespeare=True))
-    return jobs + extra_jobs()
+    return in_order(jobs + extra_jobs())
+
+
+def in_order(jobs: list[Job]) -> list[Job]:
+    """The jobs, each after the jobs it builds on: those it ``needs`` and those whose
+    outputs it reads as ``files`` (docs/generated/...). Otherwise in the given order."""
+    by_output = {f"docs/generated/{o}": j.name for j in jobs for o in j.outputs}
+    before = {j.name: {*j.needs, *(by_output[f] for f in j.files if f in by_output)} - {j.name}
+              for j in jobs}
+    done: list[Job] = []
+    todo = list(jobs)
+    while todo:
+        ready = next((j for j in todo if before[j.name] <= {d.name for d in done}), None)
+        if ready is None:
+            sys.exit(f"jobs wait on each other: {', '.join(j.name for j in todo)}")
+        done.append(ready)
+        todo.remove(ready)
+    return done
 
 
 def extra_jobs() -> list[Job]:
@@ -495,12 +520,21 @@ def run_job(job: Job, work: Path) -> None:
 
 
 def digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """sha256 of a file; "missing" for none (the job that reads it will say so)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+
+
+# A stage's reference.json ("is my loss normal?") is written by a job from the results of
+# that stage's trainings (tools/docs_reference.py): as their input it would make them stale
+# at every write. The trainers run here only print a comparison with it, and not even that
+# (COURSE_NO_REFERENCE, set at the top), so what they produce does not depend on it.
+NOT_INPUTS = {"reference.json"}
 
 
 def folder_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+                  and not (p.parent == folder and p.name in NOT_INPUTS))
 
 
 def code_of(name: str) -> str:
@@ -519,11 +553,17 @@ def input_hashes(jobs: list[Job] | None = None) -> dict[str, str]:
             files[path] = digest(path)
         return files[path]
 
+    # A file another job writes stands for that job's inputs, as with ``needs``: the job
+    # reading it is stale exactly when that job is, whatever the file holds right now.
+    made_by = {f"docs/generated/{o}": j.name for j in jobs for o in j.outputs}
     hashes: dict[str, str] = {}
     for job in jobs:
         h = hashlib.sha256(job.identity().encode())
         paths = [p for s in job.stages for p in folder_files(ROOT / s)]
-        paths += [ROOT / f for f in job.files]
+        paths += [ROOT / f for f in job.files if f not in made_by]
+        for f in job.files:
+            if f in made_by:
+                h.update(f"\n{f} from {made_by[f]} {hashes[made_by[f]]}".encode())
         for p in paths:
             h.update(f"\n{p.relative_to(ROOT).as_posix()} {file_hash(p)}".encode())
         # The action by its own source: it may live in a tools/docs_*.py module.
