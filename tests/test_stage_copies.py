@@ -24,8 +24,10 @@ CHANGED: dict[str, dict[str, str]] = {
         "train.py": "model flags (--n-embd, --pos), new defaults, writes attention.png",
     },
     "stage4_block": {
-        "model.py": "multi-head attention (two forms), feed-forward, residual LayerNorm blocks",
-        "train.py": "block flags (--n-head, --n-layer, --dropout, ...) and their defaults",
+        "model.py": "multi-head attention (two forms), feed-forward, residual LayerNorm blocks, "
+                    "and switches that take each part out (AblatedBlock)",
+        "train.py": "block flags (--n-head, --n-layer, --dropout, --norm, --no-residual, "
+                    "--no-ffwd, ...) and their defaults",
     },
     "stage5_gpt": {
         "model.py": "GPT: final LayerNorm, GPT-2 init, weight tying, SDPA + traced explicit path",
