@@ -2,9 +2,14 @@
 
 The site is built once, served from 127.0.0.1, and every page in the nav is opened
 with every request to any other host aborted (and recorded). For each page: HTTP 200,
-no JavaScript errors, math typeset by KaTeX, images loaded, Mermaid diagrams drawn as
-SVG, diff blocks syntax highlighted; then search (English and Chinese) and Chinese
-glyphs. Screenshots go to $DOCS_SCREENSHOT_DIR when it is set.
+no JavaScript errors, math typeset by KaTeX, images loaded and each a link to its
+full-size file, Mermaid diagrams drawn as SVG, no table wider than the page column at
+1280 px, display formulas inside the column (scrolling in their own block where they
+are wider), stage diffs as a summary plus one collapsible block per file, diff blocks
+syntax highlighted; then the same pages on a 390 px phone (formulas and tables scroll
+in their own box, the page itself never sideways); then search (English and Chinese,
+result snippets without TeX) and Chinese glyphs. Screenshots go to
+$DOCS_SCREENSHOT_DIR when it is set.
 
 Needs the PyPI package `playwright` and a system Chromium (`apt-get install chromium`);
 `playwright install` is never needed. Without them the module is skipped, unless
@@ -14,6 +19,7 @@ GPT_TUTORIAL_REQUIRE_BROWSER=1, which turns the skip into a failure (for CI).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -109,7 +115,20 @@ def site(tmp_path_factory):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, f"mkdocs build failed:\n{result.stdout}\n{result.stderr}"
+    # The Chinese edition lives under zh/ of the same site: the language switch of every
+    # page looks its pages up there (zh/sitemap.xml), so it is built too, as for readers.
+    if (ROOT / "mkdocs.zh.yml").is_file():
+        result = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.zh.yml",
+             "-d", str(out / "zh")],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )
+        # A failure here fails test_chinese_edition_builds, not every test of the module.
+        ZH_BUILD.append(result)
     return out
+
+
+ZH_BUILD: list[subprocess.CompletedProcess] = []  # the Chinese edition's build, if any
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -204,7 +223,48 @@ async () => {
     .filter((s) => visible.includes(s));
 
   const diffBlocks = Array.from(article.querySelectorAll(".language-diff"));
+  const column = article.getBoundingClientRect();
+  const px = (r) => Math.round(r.width);
+  // Tables: none wider than the column of the page.
+  const wideTables = Array.from(article.querySelectorAll("table"))
+    .filter((t) => t.getBoundingClientRect().width > column.width + 1)
+    .map((t) => `${(t.querySelector("th") || {}).textContent}: ${px(t.getBoundingClientRect())} px`);
+  // Figures: every image a link to its own file.
+  const unlinked = imgs.filter((img) => article.contains(img))
+    .filter((img) => { const a = img.closest("a"); return !a || a.href !== img.src; })
+    .map((img) => img.src);
+  const figureLinks = Array.from(article.querySelectorAll("a.figure-link")).map((a) => a.href);
+  // Display formulas: inside the column; wider ones scroll in their own block.
+  const formulas = Array.from(article.querySelectorAll("div.arithmatex"));
+  const formulaProblems = formulas.map((d) => {
+    const r = d.getBoundingClientRect(), ox = getComputedStyle(d).overflowX;
+    const tex = d.textContent.slice(0, 40);
+    if (r.right > column.right + 1 || r.left < column.left - 1) return `outside the column: ${tex}`;
+    if (d.scrollWidth > d.clientWidth + 1 && !["auto", "scroll"].includes(ox)) return `clipped: ${tex}`;
+    return null;
+  }).filter((x) => x);
+  // Stage diffs: a summary table first, then one collapsible block per file;
+  // model.py and train.py open, the rest closed; hunk links point at headings here.
+  const stageDiffBoxes = Array.from(article.querySelectorAll(".stage-diff")).map((box) => {
+    const files = Array.from(box.querySelectorAll("details.stage-diff-file"));
+    const name = (d) => d.querySelector("summary code").textContent;
+    const summary = box.querySelector(".stage-diff-summary table");
+    return {
+      summaryRows: summary ? summary.querySelectorAll("tbody tr").length : 0,
+      summaryFirst: !!summary && (!files.length
+        || (summary.compareDocumentPosition(files[0]) & Node.DOCUMENT_POSITION_FOLLOWING) > 0),
+      files: files.length,
+      wronglyOpen: files.filter((d) => d.open !== (files.length === 1
+        || ["model.py", "train.py"].includes(name(d).split("/").pop()))).map(name),
+      links: Array.from(box.querySelectorAll("a.stage-diff-link")).map((a) => a.getAttribute("href")),
+      deadLinks: Array.from(box.querySelectorAll("a.stage-diff-link"))
+        .filter((a) => !document.getElementById(decodeURIComponent(a.hash.slice(1))))
+        .map((a) => a.getAttribute("href")),
+    };
+  });
   return {
+    wideTables, unlinked, figureLinks, formulas: formulas.length, formulaProblems, stageDiffBoxes,
+    pageWidth: document.documentElement.scrollWidth,
     title: document.title,
     math: article.querySelectorAll(".arithmatex").length,
     typeset: article.querySelectorAll(".arithmatex .katex").length,
@@ -246,7 +306,8 @@ MERMAID_REPORT_JS = """
 def page_reports(context, base_url, site, screenshot_dir):
     """Open every page in the nav once and collect what the tests check."""
     reports = {}
-    for md in nav_pages():
+    chinese = [f"zh/{md}" for md in nav_pages()] if (site / "zh").is_dir() else []
+    for md in [*nav_pages(), *chinese]:
         path = page_path(site, md)
         html = (site / path).read_text(encoding="utf-8")
         expected_mermaid = html.count('class="mermaid"')
@@ -325,6 +386,121 @@ def test_stage_diff_hook_output_is_shown(page_reports):
         )
 
 
+def test_chinese_edition_builds(site):
+    if not ZH_BUILD:
+        pytest.skip("no mkdocs.zh.yml: no Chinese edition")
+    result = ZH_BUILD[0]
+    assert result.returncode == 0, (
+        f"mkdocs build -f mkdocs.zh.yml failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+
+
+def test_no_table_is_wider_than_the_page_column(page_reports):
+    wide = {md: r["wideTables"] for md, r in page_reports.items() if r["wideTables"]}
+    assert not wide, f"tables wider than the page column at 1280 px: {wide}"
+
+
+def test_figures_link_to_their_full_size_file(page_reports, context):
+    unlinked = {md: r["unlinked"] for md, r in page_reports.items() if r["unlinked"]}
+    assert not unlinked, f"images that are not a link to their own file: {unlinked}"
+    links = sorted({u for r in page_reports.values() for u in r["figureLinks"]})
+    assert links, "no figure links at all: the figures hook did not run"
+    for url in links:
+        response = context.request.get(url)
+        assert response.status == 200 and response.headers["content-type"].startswith("image/"), (
+            f"{url}: {response.status} {response.headers.get('content-type')}")
+
+
+def test_display_formulas_stay_in_the_column(page_reports):
+    bad = {md: r["formulaProblems"] for md, r in page_reports.items() if r["formulaProblems"]}
+    assert not bad, f"display formulas clipped or outside the column at 1280 px: {bad}"
+
+
+def test_stage_diffs_are_a_summary_and_one_block_per_file(page_reports):
+    boxes = {md: r["stageDiffBoxes"] for md, r in page_reports.items() if r["stageDiffBoxes"]}
+    assert boxes, "no page shows a stage diff"
+    many = [(md, b) for md, bs in boxes.items() for b in bs if b["files"] > 1]
+    assert many, "no stage diff of a whole stage (several files)"
+    for md, bs in boxes.items():
+        for b in bs:
+            if not b["files"]:
+                continue
+            assert b["summaryRows"] == b["files"] and b["summaryFirst"], f"{md}: {b}"
+            assert not b["wronglyOpen"], f"{md}: open/closed the wrong way: {b['wronglyOpen']}"
+            assert not b["deadLinks"], f"{md}: hunk links to no heading: {b['deadLinks']}"
+    stage_pages = [b for md, bs in boxes.items() if md.startswith("stage") for b in bs]
+    assert any(b["links"] for b in stage_pages), "no hunk links to the section explaining it"
+
+
+# ---------------------------------------------------------------------------
+# A 390 px phone
+
+PHONE_JS = """
+() => {
+  const article = document.querySelector("article.md-content__inner") || document.body;
+  const width = document.documentElement.clientWidth;
+  const scrolls = (el) => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
+  const formulas = Array.from(article.querySelectorAll("div.arithmatex")).map((d) => {
+    const r = d.getBoundingClientRect();
+    return { tex: d.textContent.slice(0, 40), inside: r.left >= -1 && r.right <= width + 1,
+             fits: d.scrollWidth <= d.clientWidth + 1, scrolls: scrolls(d) };
+  });
+  const tables = Array.from(article.querySelectorAll("table")).map((t) => {
+    const box = t.closest(".md-typeset__scrollwrap") || t;
+    const r = box.getBoundingClientRect();
+    const first = t.querySelector("tbody tr > :first-child");
+    return { head: (t.querySelector("th") || {}).textContent, inside: r.left >= -1 && r.right <= width + 1,
+             fits: box.scrollWidth <= box.clientWidth + 1, scrolls: scrolls(box),
+             sticky: !!first && getComputedStyle(first).position === "sticky" };
+  });
+  return { width, pageWidth: document.documentElement.scrollWidth, formulas, tables };
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def phone_reports(playwright_api, blocked, base_url, site, screenshot_dir):
+    ctx = playwright_api.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                     has_touch=True, service_workers="block")
+    ctx.set_default_timeout(TIMEOUT_MS)
+    ctx.route("**/*", lambda route: route.continue_() if is_local(route.request.url)
+              else (blocked.append(route.request.url), route.abort()))
+    reports = {}
+    chinese = [f"zh/{md}" for md in nav_pages()] if (site / "zh").is_dir() else []
+    for md in [*nav_pages(), *chinese]:
+        path = page_path(site, md)
+        page, _, errors = open_page(ctx, base_url + path)
+        page.wait_for_function("() => !document.querySelector('div.arithmatex') "
+                               "|| document.querySelector('div.arithmatex .katex')")
+        reports[md] = {**page.evaluate(PHONE_JS), "errors": errors}
+        if screenshot_dir is not None:
+            name = path.replace("/", "_").removesuffix(".html") or "index"
+            page.screenshot(path=str(screenshot_dir / f"{name}-390.png"), full_page=True)
+        page.close()
+    ctx.close()
+    return reports
+
+
+def test_phone_formulas_fit_or_scroll_in_their_own_block(phone_reports):
+    assert any(r["formulas"] for r in phone_reports.values())
+    for md, r in phone_reports.items():
+        bad = [f for f in r["formulas"] if not f["inside"] or not (f["fits"] or f["scrolls"])]
+        assert not bad, f"{md}: formulas that leave the screen or are clipped at 390 px: {bad}"
+
+
+def test_phone_tables_keep_their_numbers_in_reach(phone_reports):
+    for md, r in phone_reports.items():
+        bad = [t for t in r["tables"] if not t["inside"] or not (t["fits"] or t["scrolls"])]
+        assert not bad, f"{md}: tables that leave the screen at 390 px: {bad}"
+        # A table that scrolls keeps its first column (the row's name) in view.
+        loose = [t["head"] for t in r["tables"] if not t["fits"] and not t["sticky"]]
+        assert not loose, f"{md}: scrolling tables without a sticky first column: {loose}"
+
+
+def test_phone_page_never_scrolls_sideways(phone_reports):
+    wide = {md: r["pageWidth"] for md, r in phone_reports.items() if r["pageWidth"] > r["width"] + 1}
+    assert not wide, f"pages wider than a 390 px screen: {wide}"
+
+
 # ---------------------------------------------------------------------------
 # Chinese text and search
 
@@ -370,8 +546,8 @@ def test_chinese_text_renders_with_real_glyphs(context, base_url, site, screensh
     page.close()
 
 
-def search(context, base_url, site, query, screenshot_dir=None, name="search"):
-    page, _, errors = open_page(context, base_url + page_path(site, "index.md"))
+def search(context, base_url, site, query, screenshot_dir=None, name="search", start="index.md"):
+    page, _, errors = open_page(context, base_url + page_path(site, start))
     box = page.locator("input.md-search__input")
     box.click()
     # fill() does not fire the events Material listens to; typing does. Characters
@@ -381,9 +557,11 @@ def search(context, base_url, site, query, screenshot_dir=None, name="search"):
     box.press("End")
     page.wait_for_selector(".md-search-result__item", timeout=TIMEOUT_MS)
     links = page.locator(".md-search-result__item a").evaluate_all("as => as.map(a => a.href)")
+    texts = page.locator(".md-search-result__item").evaluate_all("as => as.map(a => a.innerText)")
     if screenshot_dir is not None:
         page.screenshot(path=str(screenshot_dir / f"{name}.png"))
     page.close()
+    search.texts = texts  # the result snippets, for the TeX check
     return links, errors
 
 
@@ -404,6 +582,72 @@ def test_search_finds_a_chinese_term(context, base_url, site, screenshot_dir):
     links, errors = search(context, base_url, site, query, screenshot_dir, "search-zh")
     assert not errors, errors
     assert _hits(links, expected), f"searching {query!r} did not find {expected}: {links}"
+
+
+MATH_QUERY = "baseline"  # its sections quote ln V, 1/V, ln 65 ... as math
+RAW_TEX = ("\\(", "\\)", "\\[", "\\]", "\\frac", "\\ln", "\\times", "\\text", "\\approx", "$")
+
+
+def test_search_snippets_hold_no_raw_tex(context, base_url, site, screenshot_dir):
+    index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    with_tex = [d["location"] for d in index["docs"]
+                if any(t in d["title"] + d["text"] for t in ("\\(", "\\["))]
+    assert not with_tex, f"search index entries with TeX: {with_tex[:10]}"
+    links, errors = search(context, base_url, site, MATH_QUERY, screenshot_dir, "search-math")
+    assert not errors, errors
+    snippets = "\n".join(search.texts)
+    assert "ln V" in snippets, f"the snippets should quote the baseline as text: {snippets[:600]}"
+    found = [t for t in RAW_TEX if t in snippets]
+    assert not found, f"raw TeX {found} in the search result snippets: {snippets[:600]}"
+
+
+# The Chinese edition: its own search (jieba words), the switch, the glyphs.
+ZH_QUERIES = (("层归一化", ["stage4_block"]), ("注意力", ["stage3_attention", "stage4_block"]))
+MISSING = ("Missing", "缺少")  # Material's note on a result that lacks a query term
+
+
+def _zh_site(site):
+    if not (site / "zh" / "index.html").is_file():
+        pytest.fail("the Chinese edition was not built (see test_chinese_edition_builds)")
+
+
+@pytest.mark.parametrize("query, expected", ZH_QUERIES, ids=["layernorm", "attention"])
+def test_chinese_search_finds_words(context, base_url, site, screenshot_dir, query, expected):
+    _zh_site(site)
+    links, errors = search(context, base_url, site, query, screenshot_dir,
+                           f"search-zh-{expected[0]}", start="zh/index.md")
+    assert not errors, errors
+    pages = [urlsplit(u).path for u in links]
+    assert all("/zh/" in p for p in pages), f"{query!r} found pages outside zh/: {pages}"
+    stems = [p.rstrip("/").split("/")[-1].removesuffix(".html") for p in pages]
+    assert stems[0] == expected[0], f"{query!r}: first result {stems[0]}, want {expected[0]}"
+    assert set(expected) <= set(stems), f"{query!r} should find {expected}: {stems}"
+    notes = [t for t in search.texts if any(m in t for m in MISSING)]
+    assert not notes, f"{query!r}: results say a term is missing: {notes[:3]}"
+
+
+@pytest.mark.parametrize("start, lang, lands", [
+    ("stage3_attention.md", "zh", "zh/stage3_attention.html"),
+    ("zh/stage4_block.md", "en", "stage4_block.html"),
+], ids=["en-to-zh", "zh-to-en"])
+def test_language_switch_lands_on_the_same_page(context, base_url, site, start, lang, lands):
+    _zh_site(site)
+    page, _, errors = open_page(context, base_url + page_path(site, start))
+    page.locator(".md-header__option .md-select").hover()
+    with page.expect_navigation():
+        page.locator(f'a.md-select__link[hreflang="{lang}"]').click()
+    assert urlsplit(page.url).path == "/" + lands, page.url
+    assert page.locator("html").get_attribute("lang").startswith(lang)
+    page.close()
+    assert not errors, errors
+
+
+def test_chinese_edition_renders_with_real_glyphs(context, base_url, site, screenshot_dir):
+    _zh_site(site)
+    page, _, _ = open_page(context, base_url + page_path(site, "zh/index.md"))
+    info = page.locator("article p").first.evaluate(GLYPH_JS)
+    assert info["inked"] and info["differsFromTofu"] and info["differsFromOtherHan"], info
+    page.close()
 
 
 def test_site_works_from_the_file_system(context, site):
