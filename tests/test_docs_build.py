@@ -2,13 +2,17 @@
 
 - the real site builds without a single warning and references no other host;
 - a snippet include (`--8<-- "file.py:section"`) of a missing section fails the build;
-- the stage-diff hook (docs/hooks/stage_diff.py) renders correct unified diffs and
-  fails the build for a folder that does not exist.
+- the stage-diff hook (docs/hooks/stage_diff.py) renders a summary and correct
+  unified diffs, one collapsible block per file, links hunks to the page section that
+  explains their code, and fails the build for a folder that does not exist;
+- the figures hook links every image to its full-size file, and the search hook
+  turns the TeX of the search index into plain text.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -31,6 +35,7 @@ pytestmark = pytest.mark.docs
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "mkdocs.yml"
 HOOK = ROOT / "docs" / "hooks" / "stage_diff.py"
+HOOKS = ROOT / "docs" / "hooks"
 # Not copied into the scratch repository of the snippet test.
 COPY_IGNORE = shutil.ignore_patterns(
     ".git", ".venv", "venv", "site", "out", "build", "node_modules", "__pycache__",
@@ -56,8 +61,8 @@ def built_page(site_dir: Path, md: str) -> Path:
     raise AssertionError(f"no HTML output for {md} in {site_dir}")
 
 
-def load_hook():
-    spec = importlib.util.spec_from_file_location("stage_diff_hook", HOOK)
+def load_hook(name: str = "stage_diff"):
+    spec = importlib.util.spec_from_file_location(f"{name}_hook", HOOKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -190,7 +195,17 @@ def test_hook_diffs_whole_folders(two_stages):
     hook = load_hook()
     md = hook.render_stage_diff(two_stages, "stage_a", "stage_b")
     assert "Unchanged: `same.py`." in md
-    assert '```diff title="stage_a → stage_b"' in md
+    # The summary first: every differing file, what happened to it, lines added/removed.
+    assert "4 files differ, +3 −3 lines" in md
+    summary = md[:md.index("<details")]
+    assert re.search(r"<code>changed.py</code></a> \| changed \| \+1 \| −1 \|", summary)
+    assert re.search(r"<code>only_a.py</code></a> \| removed \| \+0 \| −1 \| removed \|", summary)
+    assert re.search(r"<code>only_b.py</code></a> \| new \| \+1 \| −0 \|", summary)
+    assert "<code>sub/nested.py</code>" in summary and "same.py</code>" not in summary
+    # Then one collapsible block per file, linked from the summary; none of these
+    # files carries a stage's idea, so all are closed.
+    assert md.count('<details class="stage-diff-file"') == 4 and " open " not in md
+    assert 'href="#diff-stage-b-changed-py"' in summary and 'id="diff-stage-b-changed-py"' in md
     assert "--- stage_a/changed.py\n+++ stage_b/changed.py\n" in md
     assert "-    return 1\n+    return 2\n" in md
     assert "--- stage_a/only_a.py\n+++ /dev/null\n" in md and "-gone = True" in md
@@ -199,14 +214,85 @@ def test_hook_diffs_whole_folders(two_stages):
     assert "__pycache__" not in md and "corpus" not in md and "notes.txt" not in md
     # The fence is closed and the block is wrapped for styling/tests.
     assert md.startswith('<div class="stage-diff" markdown>') and md.endswith("</div>")
-    assert md.count("```") == 2
+    assert md.count("```diff\n") == 4 and md.count("```") == 8  # one fence per hunk
+
+
+def test_hook_opens_the_files_of_the_idea_and_says_why(tmp_path):
+    """model.py and train.py open, the rest closed; the reason from test_stage_copies.py's
+    CHANGED for consecutive stages, else the file's docstring."""
+    hook = load_hook()
+    for stage, n in (("stage1_x", 1), ("stage2_y", 2)):
+        for name in ("model.py", "train.py", "plots.py", "extra.py"):
+            if name == "extra.py" and n == 1:
+                continue
+            (tmp_path / stage).mkdir(exist_ok=True)
+            (tmp_path / stage / name).write_text(f'"""{name} of stage {n}.\n\nMore."""\nv = {n}\n',
+                                                 encoding="utf-8")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_stage_copies.py").write_text(
+        'CHANGED: dict = {"stage2_y": {"model.py": "attention replaces the table"}}\n',
+        encoding="utf-8")
+    md = hook.render_stage_diff(tmp_path, "stage1_x", "stage2_y")
+    opened = re.findall(r'<details class="stage-diff-file" id="([^"]+)" open', md)
+    assert opened == ["diff-stage2-y-model-py", "diff-stage2-y-train-py"]
+    assert md.count('<details class="stage-diff-file"') == 4
+    # model.py and train.py come first in the summary and in the blocks.
+    assert md.index("<code>model.py</code>") < md.index("<code>train.py</code>") \
+        < md.index("<code>extra.py</code>") < md.index("<code>plots.py</code>")
+    assert "| attention replaces the table |" in md  # from CHANGED
+    assert "| train.py of stage 2. |" in md  # no CHANGED entry: the docstring
+    assert "| new | +4 | −0 | extra.py of stage 2. |" in md
+    # Not consecutive stages: CHANGED does not apply.
+    (tmp_path / "stage3_z").mkdir()
+    (tmp_path / "stage3_z" / "model.py").write_text('"""Third."""\n', encoding="utf-8")
+    assert "| Third. |" in hook.render_stage_diff(tmp_path, "stage1_x", "stage3_z", "model.py")
+
+
+def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
+    hook = load_hook()
+    old = "x = 1\n" * 20
+    new = ("x = 1\n" * 10 + "# --8<-- [start:head]\nq = 2\n# --8<-- [end:head]\n"
+           + "x = 1\n" * 10 + "# --8<-- [start:tail]\nt = 3\n# --8<-- [end:tail]\n")
+    for name, text in (("stage1_a", old), ("stage2_b", new)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.py").write_text(text, encoding="utf-8")
+    page = textwrap.dedent(
+        """\
+        # Stage 2
+
+        ## The `head`, step by step
+
+        ```python
+        --8<-- "stage2_b/model.py:head"
+        ```
+
+        ## Elsewhere
+
+        <!-- stage-diff: stage1_a stage2_b -->
+        """
+    )
+    assert hook.page_includes(page) == {"stage2_b/model.py:head": "The `head`, step by step"}
+    md = hook.replace_markers(page, tmp_path)
+    # Two hunks: the first (the head section) gets a link, the second (tail: not shown
+    # on the page) none.
+    assert md.count('class="stage-diff-explained"') == 1
+    assert md.index("stage-diff-explained") < md.index("+q = 2") < md.index("+t = 3")
+    # Once rendered, the placeholder points at the heading's id from the page's toc.
+    html = ('<p class="stage-diff-explained">' + md.split('<p class="stage-diff-explained">')[1]
+            .split("</p>")[0] + "</p>")
+    done = hook.resolve_links(html, [("Stage 2", "stage-2"),
+                                     ("The head, step by step", "the-head-step-by-step")])
+    assert done == ('<p class="stage-diff-explained">Explained in: <a class="stage-diff-link" '
+                    'href="#the-head-step-by-step" title="stage2_b/model.py:head">'
+                    "The `head`, step by step</a></p>")
+    assert hook.resolve_links(html, [("Stage 2", "stage-2")]) == ""  # no such heading: no link
 
 
 def test_hook_single_file_and_identical(two_stages):
     hook = load_hook()
     md = hook.render_stage_diff(two_stages, "stage_a", "stage_b", "changed.py")
     assert "--- stage_a/changed.py" in md and "only_a.py" not in md and "Unchanged" not in md
-    assert 'title="stage_a → stage_b (changed.py)"' in md
+    assert "1 file differs" in md and " open " in md  # the one file asked for is shown open
     same = hook.render_stage_diff(two_stages, "stage_a", "stage_b", "same.py")
     assert "```" not in same and "`same.py` is identical in `stage_a` and `stage_b`." in same
     with pytest.raises(hook.StageDiffError, match="exists in neither"):
@@ -225,7 +311,7 @@ def test_hook_fence_outlasts_backticks_in_code(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "m.py").write_text(body, encoding="utf-8")
     md = hook.render_stage_diff(tmp_path, "a", "b")
-    assert "\n`````diff " in md and md.removesuffix("</div>").rstrip().endswith("`````")
+    assert "\n`````diff\n" in md and "\n`````\n\n</details>" in md
 
 
 def test_hook_replaces_markers_only_outside_code(two_stages):
@@ -299,3 +385,51 @@ def test_hook_in_a_build_fails_for_missing_folder(two_stages):
     output = result.stdout + result.stderr
     assert result.returncode != 0, f"a missing stage folder should fail the build:\n{output}"
     assert "stage_missing" in output and "index.md" in output, output
+
+
+# ---------------------------------------------------------------------------
+# The figures hook and the search hook, as functions
+
+
+def test_figures_become_links_to_their_full_size_file():
+    hook = load_hook("figures")
+    html = ('<p><img alt="Loss &amp; more" src="generated/img/a.png" /></p>'
+            '<a href="x.html"><img src="b.png"></a>'
+            '<p><img class="twemoji" src="e.svg"><img src="data:image/png;base64,AA"></p>'
+            "<p><IMG SRC='c.png'></p>")
+    out = hook.link_figures(html)
+    assert ('<a class="figure-link" href="generated/img/a.png" title="Loss &amp; more: open the '
+            'full-size image"><img alt="Loss &amp; more" src="generated/img/a.png" /></a>') in out
+    assert '<a href="x.html"><img src="b.png"></a>' in out  # already a link: left alone
+    assert out.count("figure-link") == 2  # not the emoji, not the data: URL
+    assert "<a class=\"figure-link\" href=\"c.png\" title=\"Open the full-size image\"><IMG SRC='c.png'></a>" in out
+    assert hook.link_figures(out) == out  # idempotent
+
+
+@pytest.mark.parametrize("tex, text", [
+    (r"all \(T\) positions", "all T positions"),
+    (r"a \(V \times V\) table", "a V × V table"),
+    (r"\(-\ln p(\text{true next character})\)", "-ln p(true next character)"),
+    (r"\(e^{2} \approx 7.4\)", "e^2 ≈ 7.4"),
+    (r"\(e^{\text{loss}}\)", "e^loss"),
+    (r"\(1/\sqrt{d_k}\)", "1/√d_k"),
+    (r"\(Q K^\top \in \mathbb{R}^{T \times T}\)", "Q Kᵀ ∈ R^(T × T)"),
+    (r"\[ \operatorname{softmax}(z)_i = \frac{e^{z_i}}{\sum_j e^{z_j}} \]",
+     "softmax(z)_i = (e^z_i)/(Σ_j e^z_j)"),
+    (r"\(\begin{bmatrix}1 & 0 \\ 0 & 1\end{bmatrix}\)", "[1, 0; 0, 1]"),
+    ("no math, a backslash \\ and (parentheses)", "no math, a backslash \\ and (parentheses)"),
+])
+def test_search_text_has_no_tex(tex, text):
+    assert load_hook("search_math").plain_math(tex) == text
+
+
+def test_search_index_is_rewritten(tmp_path):
+    hook = load_hook("search_math")
+    index = tmp_path / "search_index.json"
+    index.write_text('{"config": {}, "docs": [{"location": "a/", "title": "The \\\\(\\\\ln V\\\\) '
+                     'baseline", "text": "<p>all \\\\(T\\\\) positions</p>"}, {"location": "b/", '
+                     '"title": "B", "text": "plain"}]}', encoding="utf-8")
+    assert hook.rewrite_index(index) == 2
+    docs = json.loads(index.read_text(encoding="utf-8"))["docs"]
+    assert docs[0]["title"] == "The ln V baseline" and docs[0]["text"] == "<p>all T positions</p>"
+    assert docs[1] == {"location": "b/", "title": "B", "text": "plain"}

@@ -139,11 +139,50 @@ def test_tables_show_every_row_and_a_flat_sample():
     assert "ab⏎cd|e" in text[2] and text[2].endswith("…")
     assert "小猫⏎" in text[3]
     assert "12,345" in text[2] and "2.6250" in text[2] and "2.5000 (1,500)" in text[2]
-    md = compare.markdown_table(rows, "Stage 2 vs stage 3").splitlines()
-    assert md[0] == "Stage 2 vs stage 3"
-    assert md[2].startswith("| stage | parameters |") and md[3].startswith("|---|")
-    assert len(md) == 6 and all(line.count(" | ") == 8 for line in md[4:])
-    assert "`ab⏎cd¦e" in md[4]  # no raw pipe inside a cell
+    md = compare.markdown_table(rows, "Stage 2 vs stage 3")
+    lines = md.splitlines()
+    assert lines[0] == "Stage 2 vs stage 3"
+    assert lines[2].startswith("| stage | parameters |") and lines[3].startswith("|---|")
+    # The table holds the numbers only (8 columns); it ends at the first blank line.
+    table = lines[2:lines.index("", 2)]
+    assert len(table) == 4 and [line.count("|") for line in table] == [9] * 4
+    assert "sample" not in table[0] and "ab" not in "".join(table[2:])
+    assert "| 2 (bigram) | 12,345 |" in table[2] and "2.5000 (1,500)" in table[2]
+    # Each sample follows in full, in its own code block under a tab named after its stage,
+    # with its newlines and its pipe as they are.
+    tab2, tab3 = md.index('=== "2 (bigram)"'), md.index('=== "3 (attention)"')
+    assert tab2 < tab3
+    assert "    ```text\n    ab\n    cd|e" + "x" * 100 + "\n    ```" in md[tab2:tab3]
+    assert "    ```text\n    小猫\n    ```" in md[tab3:]
+    # A sample with backticks gets a longer fence, so it cannot close the block early.
+    ticks = compare.markdown_table([fake_row(2, "stage2_bigram", "a```b")], "t")
+    assert "    ````text\n    a```b\n    ````" in ticks
+
+
+def test_the_compare_page_reads_its_same_budget_tables_from_the_rows():
+    course = load_tool("docs_course_compare")
+
+    def rows(*vals: float) -> dict[int, dict]:
+        return {n: {**fake_row(n, f"stage{n}_x", "s"), "val_loss": v, "params": 1000 * n}
+                for n, v in zip((2, 3, 4, 5), vals, strict=True)}
+
+    small, payoff = rows(2.2864, 2.2872, 1.5997, 1.4918), rows(2.2885, 2.1727, 1.5524, 1.4700)
+    text = course.reading(small, payoff, ("--max-iters", "2000", "--batch-size", "16",
+                                          "--block-size", "32"), course.PAYOFF)
+    first, why, second = text.split("\n\n")
+    assert first.startswith("**At 2,000 steps of batch 16 × block 32**")
+    assert "stage 3 is **no better** than stage 2 (stage 2: 2.2864, stage 3: 2.2872)" in first
+    assert "stage 4 improves on stage 3 by **0.688 nats** (2.2872 → 1.5997)" in first
+    assert "1,000 more steps change its validation loss by only +0.0021" in why
+    assert "take it from 2.2872 to 2.1727" in why and "2,000 parameters" in why
+    assert second.startswith("**At 3,000 steps of batch 16 × block 32**")
+    assert "stage 3 improves on stage 2 by **0.116 nats**" in second
+    assert "stage 5 improves on stage 4 by **0.082 nats**" in second
+    assert "Each idea earns its keep" in second and "falls by 0.819 nats in all" in second
+    worse = course.reading(small, rows(2.28, 2.17, 1.50, 1.52), ("--max-iters", "2000",
+                           "--batch-size", "16", "--block-size", "32"), course.PAYOFF)
+    assert "stage 5 is **worse** than stage 4 by 0.020 nats" in worse
+    assert "Each idea earns its keep" not in worse and "Not every idea pays off" in worse
 
 
 def test_plain_and_markdown_tables_align_the_columns_asked():

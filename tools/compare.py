@@ -14,8 +14,9 @@ windows too.
 The table lists, per stage: parameters, steps, batch x block, the final train and
 validation loss, the lowest validation loss of the run and the step it came at
 (a model that overfits ends above it), the wall-clock seconds of the training
-loop (evaluations included) and the start of a sample. --markdown writes the same table for the
-docs, --json the rows.
+loop (evaluations included) and the start of a sample. --markdown writes the table for the
+docs (the numbers in the table, each stage's whole sample in a block below it), --json
+the rows.
 
 Everything here is read from the files each trainer writes into its --out-dir, never
 from what it prints (printed lines are for people): the rows from ``metrics.json``,
@@ -566,9 +567,28 @@ def md_code(s: str) -> str:
     return f"`` {s} ``" if "`" in s else f"`{s}`"
 
 
+def md_sample_tabs(rows: list[dict]) -> str:
+    """Each row's sample in a code block of its own, one tab per stage (Material's
+    ``=== "label"`` tabs; elsewhere a label and an indented code block), so the table
+    itself keeps only numbers and fits a page column."""
+    blocks = []
+    for row, c in zip(rows, map(cells, rows), strict=True):
+        text = row["sample"].replace("\r", "").strip("\n") or "(empty)"
+        longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+        fence = "`" * max(3, longest + 1)  # a fence no run of backticks inside can close
+        body = "\n".join(f"    {line}".rstrip() for line in text.split("\n"))
+        blocks.append(f'=== "{c[0]}"\n\n    {fence}text\n{body}\n    {fence}')
+    return "\n\n".join(blocks)
+
+
 def markdown_table(rows: list[dict], title: str) -> str:
-    body = [[*map(md_cell, c[:-1]), md_code(c[-1])] for c in map(cells, rows)]
-    return f"{title}\n\n{md_table(list(COLUMNS), body, NUMERIC)}\n"
+    """The table for the docs: the numbers in a table, then each stage's sample below it
+    in its own block (a sample inside a table cell made every row tall and the table
+    wider than the page)."""
+    body = [list(map(md_cell, c[:-1])) for c in map(cells, rows)]
+    table = md_table(list(COLUMNS[:-1]), body, NUMERIC)
+    return (f"{title}\n\n{table}\n\nWhat each model writes after training, from a newline, "
+            f"with the same seed:\n\n{md_sample_tabs(rows)}\n")
 
 
 def title_for(runs: list[StageRun], args: argparse.Namespace) -> str:
