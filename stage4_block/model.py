@@ -26,7 +26,7 @@ from .errors import UserError
 
 POSITIONS = ("learned", "sinusoidal", "none")
 ACTIVATIONS = ("relu", "gelu")
-NORMS = ("pre", "post")
+NORMS = ("pre", "post", "none")
 ATTENTIONS = ("batched", "heads")
 
 
@@ -40,8 +40,10 @@ class ModelConfig:
     n_layer: int = 3  # blocks stacked on top of each other
     dropout: float = 0.0  # probability of zeroing activations during training
     activation: str = "relu"  # feed-forward non-linearity: relu or gelu
-    norm: str = "pre"  # LayerNorm before (pre) or after (post) each residual branch
+    norm: str = "pre"  # LayerNorm before (pre) or after (post) each residual branch, or none
     attention: str = "batched"  # multi-head form: batched (one matmul) or heads (a list)
+    residual: bool = True  # x + f(x); False: x = f(x), to measure what the residual path buys
+    ffwd: bool = True  # the feed-forward branch; False: attention only, to measure what it buys
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_embd", "n_head", "n_layer"):
@@ -60,6 +62,9 @@ class ModelConfig:
             if getattr(self, name) not in allowed:
                 raise UserError(f"{name} must be one of {', '.join(allowed)}, "
                                 f"got {getattr(self, name)!r}")
+        for name in ("residual", "ffwd"):
+            if not isinstance(getattr(self, name), bool):
+                raise UserError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
 
 # --8<-- [start:sinusoidal]
@@ -242,6 +247,40 @@ class Block(nn.Module):
 # --8<-- [end:block]
 
 
+# --8<-- [start:ablated]
+class AblatedBlock(Block):
+    """The block with a part taken out, to measure what that part buys.
+
+    --norm none: no LayerNorm; --no-residual: x = f(x) instead of x + f(x);
+    --no-ffwd: attention only.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__(config)
+        if config.norm == "none":  # pre-LN wiring, nothing where the LayerNorms were
+            self.ln1, self.ln2, self.pre_norm = nn.Identity(), nn.Identity(), True
+        if not config.ffwd:
+            self.ffwd, self.ln2 = None, None
+        self.residual = config.residual
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for f, ln in ((self.attn, self.ln1), (self.ffwd, self.ln2)):
+            if f is None:  # --no-ffwd: no second branch
+                continue
+            if self.pre_norm:
+                x = x + f(ln(x)) if self.residual else f(ln(x))  # (B, T, C)
+            else:
+                x = ln(x + f(x)) if self.residual else ln(f(x))
+        return x
+
+
+def block_class(config: ModelConfig) -> type[Block]:
+    """Block, or AblatedBlock when an ablation switch takes a part out."""
+    whole = config.norm != "none" and config.residual and config.ffwd
+    return Block if whole else AblatedBlock
+# --8<-- [end:ablated]
+
+
 # --8<-- [start:model]
 class LanguageModel(nn.Module):
     """Token + position embeddings -> n_layer Transformer blocks -> logits."""
@@ -256,7 +295,7 @@ class LanguageModel(nn.Module):
             self.register_buffer(
                 "position_table", sinusoidal_positions(config.block_size, config.n_embd),
                 persistent=False)
-        self.blocks = nn.Sequential(*[Block(config) for _ in range(config.n_layer)])
+        self.blocks = nn.Sequential(*[block_class(config)(config) for _ in range(config.n_layer)])
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size)
         self.apply(self._init_weights)
 

@@ -45,8 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--n-layer", type=positive_int, default=3, help="Transformer blocks")
     g.add_argument("--dropout", type=unit_interval, default=0.1, help="dropout probability while training")
     g.add_argument("--activation", default="relu", choices=ACTIVATIONS, help="feed-forward non-linearity")
-    g.add_argument("--norm", default="pre", choices=NORMS, help="LayerNorm before or after each residual branch")
+    g.add_argument("--norm", default="pre", choices=NORMS, help="LayerNorm before or after each residual branch (none: no LayerNorm, an ablation)")
     g.add_argument("--attention", default="batched", choices=ATTENTIONS, help="multi-head form")
+    g.add_argument("--residual", action=argparse.BooleanOptionalAction, default=True, help="x + f(x) around each branch (--no-residual: x = f(x), an ablation)")
+    g.add_argument("--ffwd", action=argparse.BooleanOptionalAction, default=True, help="the feed-forward branch (--no-ffwd: attention only, an ablation)")
     g = p.add_argument_group("training")
     g.add_argument("--batch-size", type=positive_int, default=32, help="B: windows per step")
     g.add_argument("--lr", type=positive_float, default=1e-3, help="AdamW learning rate")
@@ -66,13 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
 def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
     return ModelConfig(vocab_size=vocab_size, block_size=args.block_size, n_embd=args.n_embd,
                        pos=args.pos, n_head=args.n_head, n_layer=args.n_layer, dropout=args.dropout,
-                       activation=args.activation, norm=args.norm, attention=args.attention)
+                       activation=args.activation, norm=args.norm, attention=args.attention,
+                       residual=args.residual, ffwd=args.ffwd)
 
 
 def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
     model = LanguageModel(model_config(args, run.vocab_size)).to(run.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    # weight_decay=0.0: PyTorch's default (0.01) would pull every weight towards 0 unseen;
+    # weight decay arrives in stage 5, on the weight matrices only.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     # --8<-- [start:train_loop]
     for _step in run.steps():  # every --eval-interval steps: losses, log, checkpoints

@@ -64,6 +64,7 @@ def test_train_writes_checkpoint_figures_and_metrics(background):
     assert ckpt["config"] == {
         "vocab_size": V, "block_size": 8, "n_embd": 16, "pos": "learned", "n_head": 2,
         "n_layer": 2, "dropout": 0.1, "activation": "relu", "norm": "pre", "attention": "batched",
+        "residual": True, "ffwd": True,
     }
     assert not model.training  # loaded for inference: dropout off
 
@@ -118,6 +119,32 @@ def test_heads_form_trains_samples_without_dropout_and_visualizes(capsys, tmp_pa
     assert text.startswith("the ") and len(text) == 4 + 10 + 1
 
 
+def test_ablation_flags_train_save_resume_and_sample(capsys, tmp_path):
+    """--norm none --no-residual --no-ffwd reach the model, the checkpoint and --resume."""
+    data = tmp_path / "tiny.txt"
+    data.write_text(TINY_TEXT, encoding="utf-8")
+    out = tmp_path / "ablated"
+    common = [*map(str, TINY_ARGS), "--data", str(data), "--out-dir", str(out),
+              "--sample-tokens", "0"]
+    train_cli.main([*common, "--max-iters", "4", "--norm", "none", "--no-residual", "--no-ffwd"])
+    model, _, ckpt = load_model(out / "ckpt.pt")
+    assert {k: ckpt["config"][k] for k in ("norm", "residual", "ffwd")} == {
+        "norm": "none", "residual": False, "ffwd": False}
+    assert not any(".ffwd." in k or ".ln" in k for k in ckpt["model"])  # the parts are gone
+    V, T, C = model.config.vocab_size, 8, 16
+    attn_only = 3 * C * C + C * C + C  # q, k, v and c_proj: no feed-forward, no LayerNorm
+    assert sum(p.numel() for p in model.parameters()) == V * C + T * C + 2 * attn_only + C * V + V
+    # --resume without the flags continues the ablated run, not a whole block.
+    train_cli.main([*common, "--max-iters", "6", "--resume"])
+    _, _, ckpt = load_model(out / "ckpt.pt")
+    assert ckpt["step"] == 6 and ckpt["config"]["residual"] is False
+    assert ckpt["config"]["ffwd"] is False and ckpt["config"]["norm"] == "none"
+    capsys.readouterr()
+    sample_cli.main(["--ckpt", str(out / "ckpt.pt"), "--prompt", "the ", "--tokens", "5",
+                     "--device", "cpu"])
+    assert capsys.readouterr().out.startswith("the ")
+
+
 def _error(capsys, main, *argv, fragments=()) -> str:
     with pytest.raises(SystemExit) as e:
         main([str(a) for a in argv])
@@ -136,6 +163,7 @@ def _error(capsys, main, *argv, fragments=()) -> str:
         (["--activation", "tanh"], ["--activation", "tanh"]),
         (["--norm", "middle"], ["--norm", "middle"]),
         (["--attention", "flash"], ["--attention", "flash"]),
+        (["--residual=no"], ["--residual"]),
     ],
 )
 def test_train_bad_values_exit_2(capsys, tmp_path, argv, fragments):

@@ -6,7 +6,8 @@ What the stage teaches, checked as behaviour:
 - blocks keep the shape, stay causal, and a pre-LN block with silent branches is the identity;
 - the parameter count follows the formula 12 C^2 + 10 C per block;
 - LayerNorm gives zero mean and unit variance; dropout only acts while training;
-- the model trains, and bad configurations are a ``UserError`` that says what is wrong.
+- the model trains, and bad configurations are a ``UserError`` that says what is wrong;
+- the ablation switches (--norm none, --no-residual, --no-ffwd) take out exactly their part.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from stage4_block.model import (
     ATTENTIONS,
     NORMS,
     POSITIONS,
+    AblatedBlock,
     Block,
     CausalSelfAttention,
     LanguageModel,
     ModelConfig,
     MultiHeadAttention,
+    block_class,
     copy_heads_into_batched,
 )
 
@@ -48,6 +51,16 @@ def config(**kw) -> ModelConfig:
 
 
 COMBOS = list(itertools.product(NORMS, ATTENTIONS, ACTIVATIONS))
+# The ablations of the stage-4 page, alone and together.
+ABLATIONS = [{"norm": "none"}, {"residual": False}, {"ffwd": False},
+             {"residual": False, "norm": "post"}, {"ffwd": False, "norm": "post"},
+             {"norm": "none", "residual": False, "ffwd": False}]
+
+
+def make_block(**kw) -> Block:
+    """The block LanguageModel would build for this configuration."""
+    cfg = config(**kw)
+    return block_class(cfg)(cfg)
 
 
 # --- the two multi-head forms -------------------------------------------------------------
@@ -110,7 +123,7 @@ def test_each_head_of_the_batched_form_is_scaled_dot_product_attention():
 
 @pytest.mark.parametrize(("norm", "attention", "activation"), COMBOS)
 def test_block_keeps_shape_and_is_causal(norm, attention, activation):
-    block = randomize(Block(config(norm=norm, attention=attention, activation=activation)),
+    block = randomize(make_block(norm=norm, attention=attention, activation=activation),
                       seed=5).eval()
     g = torch.Generator().manual_seed(5)
     prefix = torch.randn(2, 4, 16, generator=g)
@@ -167,7 +180,7 @@ def test_post_ln_block_with_silent_branches_still_normalizes(attention):
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
-@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("norm", ["pre", "post"])
 def test_block_is_the_residual_formula(norm, attention):
     """pre: x + attn(ln1 x), then + ffwd(ln2 .); post: ln1(x + attn x), then ln2(. + ffwd .)."""
     block = randomize(Block(config(norm=norm, attention=attention)), seed=16)  # LN affine too
@@ -179,6 +192,64 @@ def test_block_is_the_residual_formula(norm, attention):
         h = block.ln1(x + block.attn(x))
         expected = block.ln2(h + block.ffwd(h))
     assert torch.allclose(block(x), expected, atol=1e-6)
+
+
+# --- the ablations: each switch takes out exactly its part ---------------------------------
+
+
+def test_the_defaults_build_the_plain_block():
+    model = LanguageModel(config())
+    assert [type(b) for b in model.blocks] == [Block, Block]
+    for kw in ABLATIONS:
+        assert all(type(b) is AblatedBlock for b in LanguageModel(config(**kw)).blocks), kw
+
+
+@pytest.mark.parametrize("attention", ATTENTIONS)
+@pytest.mark.parametrize("kw", ABLATIONS, ids=str)
+def test_ablated_block_is_its_formula(kw, attention):
+    block = randomize(make_block(attention=attention, **kw), seed=17)
+    x = torch.randn(2, 6, 16)
+    attn, ffwd, ln1, ln2 = block.attn, block.ffwd, block.ln1, block.ln2
+    if kw.get("norm") == "none":  # no LayerNorm anywhere, the pre-LN wiring
+        assert not any(isinstance(m, torch.nn.LayerNorm) for m in block.modules())
+        ln1 = ln2 = torch.nn.Identity()
+    post = kw.get("norm") == "post"
+    if kw.get("ffwd", True):
+        assert isinstance(ffwd, torch.nn.Module)
+        branches = [(attn, ln1), (ffwd, ln2)]
+    else:
+        assert ffwd is None and block.ln2 is None  # and no parameters left for them
+        branches = [(attn, ln1)]
+    h = x
+    for f, ln in branches:
+        if kw.get("residual", True):
+            h = ln(h + f(h)) if post else h + f(ln(h))
+        else:
+            h = ln(f(h)) if post else f(ln(h))
+    assert torch.allclose(block(x), h, atol=1e-6)
+    # ... and not the whole block's formula (the switch did take something out).
+    whole = randomize(Block(config(attention=attention, norm="post" if post else "pre")), seed=17)
+    whole.load_state_dict(block.state_dict(), strict=False)
+    assert not torch.allclose(whole(x), h, atol=1e-3)
+
+
+def test_no_residual_block_forgets_its_input_when_branches_are_silent():
+    """With x + f(x) a silent block is the identity; with f(x) alone it outputs zeros."""
+    block = randomize(make_block(residual=False), seed=18)
+    _silence_branches(block)
+    assert torch.equal(block(torch.randn(2, 6, 16)), torch.zeros(2, 6, 16))
+
+
+@pytest.mark.parametrize(("kw", "per_block"), [
+    ({"norm": "none"}, lambda C: 12 * C * C + 6 * C),  # two LayerNorms fewer: 4C
+    ({"residual": False}, lambda C: 12 * C * C + 10 * C),  # the "x +" has no weights
+    ({"ffwd": False}, lambda C: 4 * C * C + 3 * C),  # q, k, v, c_proj and ln1 are left
+])
+def test_ablation_parameter_counts(kw, per_block):
+    V, T, C, L = 11, 8, 16, 3
+    model = LanguageModel(config(n_layer=L, **kw))
+    expected = V * C + T * C + L * per_block(C) + C * V + V
+    assert sum(p.numel() for p in model.parameters()) == expected
 
 
 def test_pre_ln_block_is_not_the_identity_with_live_branches():
@@ -295,6 +366,8 @@ def test_n_embd_not_divisible_by_n_head_names_both_numbers():
         ({"n_head": 0}, "n_head"),
         ({"n_layer": 0}, "n_layer"),
         ({"n_embd": 0}, "n_embd"),
+        ({"residual": "no"}, "residual must be True or False"),
+        ({"ffwd": 0}, "ffwd must be True or False"),
     ],
 )
 def test_bad_config_is_a_user_error(kw, fragment):
@@ -316,22 +389,35 @@ def test_initial_loss_is_close_to_ln_vocab_size(attention):
     assert abs(loss.item() - math.log(V)) < 0.1
 
 
-@pytest.mark.parametrize("norm", NORMS)
-def test_overfits_one_batch(norm):
+def fit_one_batch(steps: int = 150, **kw) -> tuple[float, float]:
+    """(first, last) loss of a small model trained on one random batch."""
     V = 13
     torch.manual_seed(13)
-    model = LanguageModel(config(vocab_size=V, n_embd=32, norm=norm))
+    model = LanguageModel(config(vocab_size=V, n_embd=32, **kw))
     g = torch.Generator().manual_seed(13)
     x, y = torch.randint(V, (4, 8), generator=g), torch.randint(V, (4, 8), generator=g)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     first = model(x, y)[1].item()
-    for _ in range(150):
+    for _ in range(steps):
         _, loss = model(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    last = model(x, y)[1].item()
+    return first, model(x, y)[1].item()
+
+
+@pytest.mark.parametrize("kw", [{"norm": n} for n in NORMS] + [{"ffwd": False}], ids=str)
+def test_overfits_one_batch(kw):
+    first, last = fit_one_batch(**kw)
     assert last < 0.5 * first, (first, last)
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_without_residuals_one_batch_is_much_harder_to_fit(norm):
+    """The same model, the same start: x + f(x) fits the batch, f(x) alone lags far behind."""
+    _, with_residual = fit_one_batch(norm=norm)
+    _, without = fit_one_batch(norm=norm, residual=False)
+    assert with_residual < 0.5 * without, (with_residual, without)
 
 
 @pytest.mark.parametrize("attention", ATTENTIONS)
