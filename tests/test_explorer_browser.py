@@ -8,7 +8,10 @@ prompts through the same files loaded into stage5_gpt.model.GPT; logits and ever
 attention weight must agree to 1e-4. The exports must also be current (not older than
 stage5_gpt/). Then the widget as a reader uses it: unknown characters, the model switch,
 keyboard, sampling; a 390 px phone in dark mode. The budgets (model bytes, first render,
-one full-length forward pass) are measured and printed. Screenshots go to
+one full-length forward pass) are measured and printed. The Chinese edition's page
+(docs/zh/explorer.md, under <site>/zh) runs the same code on the English site's weights,
+in Chinese: its texts, notes and aria-labels, both models, agreement with PyTorch on
+Chinese prompts, 1280 and 390 px in light and dark. Screenshots go to
 $EXPLORER_SCREENSHOT_DIR when it is set.
 """
 
@@ -16,6 +19,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,10 +78,16 @@ def explorer_page(context, base_url, site):
     page.close()
 
 
-def test_page_agrees_with_pytorch(explorer_page, exports):
-    page, errors = explorer_page
+def agreement(page, exports, langs=None) -> dict[str, tuple[float, float]]:
+    """Runs prompts through the page's forward pass and PyTorch; asserts they agree to 1e-4.
+
+    Per model: one character, its example, and block_size characters of its corpus.
+    Returns the largest |JS - PyTorch| of logits and of attention weights, per run.
+    """
     worst = {}
     for lang, (model, vocab, header) in exports.items():
+        if langs is not None and lang not in langs:
+            continue
         T = header["config"]["block_size"]
         prompts = [vocab[len(vocab) // 2], header["example"], corpus_prompt(lang, vocab, T)]
         assert [len(p) for p in prompts][::2] == [1, T]
@@ -92,9 +104,18 @@ def test_page_agrees_with_pytorch(explorer_page, exports):
             assert dl < TOLERANCE and dm < TOLERANCE, (lang, prompt, dl, dm)
             # The next-character ranking a reader sees is PyTorch's.
             assert int(torch.tensor(got["logits"][-1]).argmax()) == int(logits[-1].argmax())
+    return worst
+
+
+def print_worst(worst: dict[str, tuple[float, float]]) -> None:
     print("\nlargest |JS - PyTorch| (logits, attention weights):")
     for name, (dl, dm) in worst.items():
         print(f"  {name:10s} {dl:.2e}  {dm:.2e}")
+
+
+def test_page_agrees_with_pytorch(explorer_page, exports):
+    page, errors = explorer_page
+    print_worst(agreement(page, exports))
     assert not errors, errors
 
 
@@ -269,3 +290,170 @@ def test_the_export_header_is_small(exports):
         header = json.loads((FOLDER / f"{lang}.json").read_text(encoding="utf-8"))
         assert (FOLDER / f"{lang}.json").stat().st_size < 64_000, lang
         assert header["dtype"] == "float32"
+
+
+# ---------------------------------------------------------------------------
+# The Chinese edition: the same widget on docs/zh/explorer.md, Chinese texts, the
+# English site's weights.
+
+CJK = "[\u3400-\u4dbf\u4e00-\u9fff]"
+
+
+@pytest.fixture(scope="module")
+def zh_site(site):
+    """<site>/zh: built by the shared ``site`` fixture, or here when that one did not."""
+    zh = site / "zh"
+    if not (zh / "explorer.html").is_file():
+        tried = getattr(docs_browser, "ZH_BUILD", [])
+        if tried and tried[-1].returncode != 0:
+            pytest.fail(f"the Chinese edition did not build:\n{tried[-1].stdout}\n{tried[-1].stderr}")
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        result = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.zh.yml", "-d", str(zh)],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, f"mkdocs build -f mkdocs.zh.yml failed:\n{result.stdout}\n{result.stderr}"
+    return zh
+
+
+def zh_url(base_url: str, zh_site: Path, md: str = "explorer.md") -> str:
+    return base_url + "zh/" + page_path(zh_site, md)
+
+
+@pytest.fixture(scope="module")
+def zh_explorer_page(context, base_url, zh_site):
+    page, response, errors = open_page(context, zh_url(base_url, zh_site))
+    assert response.status == 200
+    page.wait_for_function(READY, timeout=TIMEOUT_MS)
+    yield page, errors
+    page.close()
+
+
+def widget_texts(page) -> dict:
+    """What a reader of the widget sees and hears: its text and every aria-label."""
+    return page.evaluate("""() => {
+      const root = document.querySelector('.gpt-explorer');
+      return {
+        text: root.innerText,
+        labels: [...root.querySelectorAll('[aria-label]')].map((e) => e.getAttribute('aria-label')),
+        placeholder: root.querySelector('.gx-topk').placeholder,
+        lang: document.documentElement.lang,
+      };
+    }""")
+
+
+def test_zh_edition_reads_the_english_sites_weights(zh_site, site):
+    html = (zh_site / page_path(zh_site, "explorer.md")).read_text(encoding="utf-8")
+    assert 'src="../assets/javascripts/explorer.js"' in html and 'data-lang="zh"' in html
+    # One copy of the 6.8 MB of weights: the English site's (mkdocs.zh.yml excludes them).
+    assert (site / "generated" / "explorer" / "zh.bin").is_file()
+    assert not (zh_site / "generated" / "explorer").exists()
+
+
+def test_zh_edition_agrees_with_pytorch_in_chinese(zh_explorer_page, exports):
+    page, errors = zh_explorer_page
+    state = widget_state(page)
+    # The Chinese edition starts from the Chinese model and its example.
+    assert state["model"] == "zh" and state["prompt"] == exports["zh"][2]["example"]
+    assert state["thumbs"] == 16 and len(state["top"]) == 10
+    print_worst(agreement(page, exports, ["zh"]))
+    # What the widget shows for a Chinese prompt is PyTorch's next-character distribution.
+    model, vocab, header = exports["zh"]
+    prompt = corpus_prompt("zh", vocab, 20)
+    page.locator(".gpt-explorer .gx-prompt").fill(prompt)
+    with torch.no_grad():
+        want = torch.softmax(model(torch.tensor([[vocab.index(ch) for ch in prompt]]))[0][0, -1].double(), -1)
+    state = widget_state(page)
+    top = want.topk(10)
+    shown = {" ": "␣", "\n": "⏎", "\t": "⇥"}  # as the widget writes invisible characters
+    assert [s.split(" ")[0] for s in state["top"]] == [shown.get(vocab[i], vocab[i]) for i in top.indices.tolist()]
+    assert max(abs(a - b) for a, b in zip(state["probs"], top.values.tolist(), strict=True)) < TOLERANCE
+    assert not errors, errors
+
+
+def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, exports, shots):
+    page, errors = zh_explorer_page
+    root = page.locator(".gpt-explorer").first
+    box = root.locator(".gx-prompt")
+    box.fill(exports["zh"][2]["example"])
+    seen = widget_texts(page)
+    assert seen["lang"].startswith("zh")
+    for text in ("模型", "提示词", "中文模型：", "第 1 层，头 1：", "头视图", "下一个字符", "温度", "采样下一个字符"):
+        assert text in seen["text"], (text, seen["text"])
+    english = re.findall(r"[A-Za-z]{4,}", seen["text"])
+    assert english == [], f"English left in the Chinese widget: {english}"
+    assert seen["labels"] and all(re.search(CJK, label) for label in seen["labels"]), seen["labels"]
+    assert seen["placeholder"] == "全部"
+    if shots:
+        root.screenshot(path=str(shots / "explorer-zh-edition-1280-light.png"))
+
+    # Notes and messages in Chinese: unknown characters, truncation, nothing to read, greedy.
+    box.fill("小狐狸说🦊")
+    state = widget_state(page)
+    assert "已略去" in state["notes"] and "🦊" in state["notes"] and "U+1F98A" in state["notes"], state["notes"]
+    assert len(state["top"]) == 10
+    box.fill("🦊")
+    assert "请至少输入一个中文模型认识的字符" in widget_state(page)["status"]
+    long = ("".join(ch for ch in exports["zh"][2]["example"] if ch != "\n") * 70)[:70]
+    box.fill(long)
+    assert "只使用最后 64 个字符（开头略去了 6 个）" in widget_state(page)["notes"]
+    temperature = root.locator("input[type=range]")
+    temperature.focus()
+    page.keyboard.press("Home")
+    assert root.locator(".gx-temp-value").inner_text() == "0（贪心）"
+    temperature.evaluate("(e) => { e.value = '1'; e.dispatchEvent(new Event('input')); }")
+    root.locator("canvas.gx-big").focus()
+    page.keyboard.press("Home")
+    assert widget_state(page)["readout"].startswith(f"查询“{long[6]}”（位置 0）最关注：")
+
+    # The English model, from the Chinese page: its own example, a Chinese status.
+    box.fill(exports["zh"][2]["example"])
+    root.locator(".gx-models input[value=en]").check()
+    page.wait_for_function(READY)
+    state = widget_state(page)
+    assert state["model"] == "en" and state["prompt"] == exports["en"][2]["example"]
+    assert state["status"].startswith("英文模型：") and len(state["top"]) == 10
+    print_worst(agreement(page, exports, ["en"]))
+    root.locator(".gx-models input[value=zh]").check()
+    page.wait_for_function(READY)
+    assert widget_state(page)["prompt"] == exports["zh"][2]["example"]
+    assert not errors, errors
+
+
+@pytest.mark.parametrize(("width", "scheme"), [(1280, "dark"), (390, "light"), (390, "dark")])
+def test_zh_edition_layout(playwright_api, base_url, zh_site, shots, width, scheme):
+    phone = width < 500
+    ctx = playwright_api.new_context(viewport={"width": width, "height": 844 if phone else 900},
+                                     is_mobile=phone, has_touch=phone, color_scheme=scheme,
+                                     service_workers="block")
+    ctx.route("**/*", lambda route: route.continue_() if is_local(route.request.url)
+              else route.abort())
+    page, _, errors = open_page(ctx, zh_url(base_url, zh_site))
+    page.wait_for_function(READY, timeout=TIMEOUT_MS)
+    assert page.evaluate("document.body.dataset.mdColorScheme") == ("slate" if scheme == "dark" else "default")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width + 1, "the page scrolls sideways"
+    assert "第 1 层，头 1" in page.locator(".gx-bigbox figcaption").first.inner_text()
+    if shots:
+        name = f"explorer-zh-edition-{width}-{scheme}"
+        page.locator(".gpt-explorer").first.screenshot(path=str(shots / f"{name}.png"))
+        page.screenshot(path=str(shots / f"{name}-page.png"), full_page=True)
+    ctx.close()
+    assert not errors, errors
+
+
+def test_every_zh_page_with_an_explorer_draws_it_in_chinese(context, base_url, zh_site):
+    pages = [p for p in sorted(zh_site.glob("*.html")) if 'class="gpt-explorer"' in p.read_text(encoding="utf-8")]
+    assert "explorer.html" in [p.name for p in pages]
+    for path in pages:
+        page, _, errors = open_page(context, base_url + "zh/" + path.name)
+        page.wait_for_function(READY, timeout=TIMEOUT_MS)
+        assert page.locator(".gpt-explorer .gx-top li").count() >= 10
+        assert page.locator(".gpt-explorer .gx-status").first.inner_text().startswith("中文模型：")
+        page.close()
+        assert not errors, (path.name, errors)
+
+
+def test_zh_edition_from_the_file_system_explains_in_chinese(context, zh_site):
+    page, _, _ = open_page(context, (zh_site / page_path(zh_site, "explorer.md")).as_uri())
+    page.wait_for_function("() => document.querySelector('.gpt-explorer').dataset.state === 'error'")
+    assert "文件系统" in page.locator(".gx-status").first.inner_text()
+    page.close()

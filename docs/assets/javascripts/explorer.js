@@ -17,8 +17,92 @@
   const SCRIPT = document.currentScript ? document.currentScript.src : window.location.href;
   // assets/javascripts/explorer.js -> generated/explorer/
   const BASE = new URL("../../generated/explorer/", SCRIPT);
-  const LANG_NAMES = { en: "English", zh: "中文 (Chinese)" };
   const SHOWN = { " ": "␣", "\n": "⏎", "\t": "⇥" }; // invisible characters, made visible
+
+  // The widget's texts: Chinese on the Chinese edition's pages (<html lang="zh">), English
+  // everywhere else. The page's data-lang chooses the model, not the language of the texts.
+  const UI_ZH = (document.documentElement.lang || "").toLowerCase().startsWith("zh");
+  const TEXT = UI_ZH ? {
+    models: { en: "英文", zh: "中文" },
+    model: "模型",
+    prompt: "提示词",
+    loading: (name) => `正在加载${name}模型……`,
+    fileSystem: "探索器用 fetch() 读取模型的权重，而浏览器不允许从文件系统直接打开的页面这样做。"
+      + "请通过 HTTP 访问整个站点：把英文版和中文版都构建到 site/ 之后，运行 "
+      + "python -m http.server --directory site，再打开 http://127.0.0.1:8000/zh/。",
+    loadFailed: (why) => `模型加载失败（${why}）。请运行 python tools/gen_docs.py --only explorer_en `
+      + "explorer_zh，然后重新构建文档。",
+    gridLabel: "每一层、每个头的注意力图",
+    mapsHelp: "每张小图是一个头（行：第 1 层到第 n 层；列：各个头）。选一张即可放大查看。",
+    headAxis: (h) => `头 ${h}`,
+    layerAxis: (l) => `第 ${l} 层`,
+    thumb: (l, h) => `第 ${l} 层，头 ${h}`,
+    caption: (l, h) => `第 ${l} 层，头 ${h}：每一行是一个查询字符，每一列是一个键；颜色越浓，权重越大（每行之和为 1）`,
+    bigLabel: (l, h) => `第 ${l} 层、头 ${h} 的注意力图；用方向键选择查询所在的行`,
+    noMap: "没有注意力图：没有可读的字符",
+    headViewCaption: "头视图：从查询（上方）连到它读取的各个键（下方）",
+    headViewLabel: (l, h) => `第 ${l} 层、头 ${h} 的头视图；用方向键选择查询字符`,
+    readout: (ch, q, most) => `查询“${ch}”（位置 ${q}）最关注：${most.join("、")}`,
+    readoutKey: (ch, j, w) => `位置 ${j} 的“${ch}”（${w}）`,
+    next: "下一个字符",
+    topLabel: "最可能的十个下一个字符",
+    temperature: "温度 ",
+    greedy: "0（贪心）",
+    topK: "Top-k ",
+    all: "全部",
+    sample: "采样下一个字符",
+    unknown: (name, V, list, more) => `已略去以下字符，它们不在${name}模型的词表（共 ${V} 个字符）里：`
+      + `${list.join("、")}${more ? `，另有 ${more} 个` : ""}。字符级模型只为训练文本里出现过的每个字符`
+      + "准备一行嵌入，其他字符什么都没有，所以模型读提示词时会跳过它们。",
+    unknownChar: (ch, code) => `“${ch}”（${code}）`,
+    cropped: (B, n) => `只使用最后 ${B} 个字符（开头略去了 ${n} 个）：block_size 是 ${B}，`
+      + "即模型学过位置的最长上下文；generate() 也是这样截断的。",
+    typeOne: (name) => `请至少输入一个${name}模型认识的字符。`,
+    status: (name, T, B, L, H, ms) => `${name}模型：用了 ${B} 个位置中的 ${T} 个，${L} 层 × ${H} 个头；`
+      + `本页中一次前向传播耗时 ${ms} ms。`,
+  } : {
+    models: { en: "English", zh: "中文 (Chinese)" },
+    model: "Model",
+    prompt: "Prompt",
+    loading: (name) => `Loading the ${name} model...`,
+    fileSystem: "The explorer reads the model's weights with fetch(), which browsers do not allow for a "
+      + "page opened from the file system. Serve the site instead: mkdocs serve, or "
+      + "python -m http.server --directory site, then open http://127.0.0.1:8000/.",
+    loadFailed: (why) => `The model could not be loaded (${why}). Rebuild the docs after `
+      + "python tools/gen_docs.py --only explorer_en explorer_zh.",
+    gridLabel: "attention map of every layer and head",
+    mapsHelp: "Each small map is one head (rows: layers 1 to n, columns: heads). Choose one to see it large.",
+    headAxis: (h) => `head ${h}`,
+    layerAxis: (l) => `layer ${l}`,
+    thumb: (l, h) => `layer ${l}, head ${h}`,
+    caption: (l, h) => `Layer ${l}, head ${h}: each row is a query character, each column a key; `
+      + "the stronger the colour, the more weight (each row sums to 1)",
+    bigLabel: (l, h) => `attention map of layer ${l}, head ${h}; arrow keys choose the query row`,
+    noMap: "no attention map: no characters",
+    headViewCaption: "Head view: from the query (top) to the keys it reads (bottom)",
+    headViewLabel: (l, h) => `head view of layer ${l}, head ${h}; arrow keys choose the query character`,
+    readout: (ch, q, most) => `Query “${ch}” (position ${q}) looks most at: ${most.join(", ")}`,
+    readoutKey: (ch, j, w) => `“${ch}” at ${j} (${w})`,
+    next: "Next character",
+    topLabel: "the ten most likely next characters",
+    temperature: "Temperature ",
+    greedy: "0 (greedy)",
+    topK: "Top-k ",
+    all: "all",
+    sample: "Sample the next character",
+    unknown: (name, V, list, more) => `Left out, not in the ${name} model's vocabulary of ${V} characters: `
+      + `${list.join(", ")}${more ? ` and ${more} more` : ""}. A character-level model has `
+      + "one embedding row per character of its training text and nothing for any other character, "
+      + "so it reads the prompt without them.",
+    unknownChar: (ch, code) => `“${ch}” (${code})`,
+    cropped: (B, n) => `Only the last ${B} characters are used (${n} left out at the start): `
+      + `block_size is ${B}, the longest context the model has learned positions for, `
+      + "and generate() crops the same way.",
+    typeOne: (name) => `Type at least one character the ${name} model knows.`,
+    status: (name, T, B, L, H, ms) => `${name} model: ${T} of ${B} positions, `
+      + `${L} layers x ${H} heads; forward pass ${ms} ms in this page.`,
+  };
+  const LANG_NAMES = TEXT.models; // the models this page can load, by their data-lang
 
   // ---------------------------------------------------------------- the model
 
@@ -285,7 +369,7 @@
         autocomplete: "off", autocapitalize: "off", oninput: () => this.run() });
       this.status = el("p", { class: "gx-status", role: "status", "aria-live": "polite" });
       this.notes = el("div", { class: "gx-notes", "aria-live": "polite" });
-      this.grid = el("div", { class: "gx-grid", role: "group", "aria-label": "attention map of every layer and head" });
+      this.grid = el("div", { class: "gx-grid", role: "group", "aria-label": TEXT.gridLabel });
       this.bigCaption = el("figcaption", { class: "gx-caption" });
       this.big = el("canvas", { class: "gx-big", tabindex: "0", role: "img" });
       this.readout = el("p", { class: "gx-readout", "aria-live": "polite" });
@@ -294,32 +378,31 @@
       this.temperature = el("input", { type: "range", id: `${id}-temp`, min: "0", max: "2", step: "0.05",
         value: "1", oninput: () => this.predict() });
       this.tempOut = el("output", { for: `${id}-temp`, class: "gx-temp-value" });
-      this.topK = el("input", { type: "number", id: `${id}-topk`, min: "1", step: "1", placeholder: "all",
+      this.topK = el("input", { type: "number", id: `${id}-topk`, min: "1", step: "1", placeholder: TEXT.all,
         inputmode: "numeric", class: "gx-topk", oninput: () => this.predict() });
       this.sampleButton = el("button", { type: "button", class: "md-button md-button--primary gx-sample",
-        onclick: () => this.sampleNext() }, "Sample the next character");
-      this.top = el("ol", { class: "gx-top", "aria-label": "the ten most likely next characters" });
+        onclick: () => this.sampleNext() }, TEXT.sample);
+      this.top = el("ol", { class: "gx-top", "aria-label": TEXT.topLabel });
 
-      const models = el("fieldset", { class: "gx-models" }, el("legend", { text: "Model" }),
+      const models = el("fieldset", { class: "gx-models" }, el("legend", { text: TEXT.model }),
         ...this.radios.map((r) => el("label", {}, r, ` ${LANG_NAMES[r.value]}`)));
-      const prompt = el("label", { class: "gx-prompt-label", for: `${id}-prompt` }, "Prompt");
-      const mapsHelp = "Each small map is one head (rows: layers 1 to n, columns: heads). Choose one to see it large.";
+      const prompt = el("label", { class: "gx-prompt-label", for: `${id}-prompt` }, TEXT.prompt);
       const bigBox = el("figure", { class: "gx-bigbox" }, this.bigCaption,
         el("div", { class: "gx-scroll" }, this.big), this.readout);
       const viewBox = el("figure", { class: "gx-viewbox" },
-        el("figcaption", { class: "gx-caption", text: "Head view: from the query (top) to the keys it reads (bottom)" }),
+        el("figcaption", { class: "gx-caption", text: TEXT.headViewCaption }),
         el("div", { class: "gx-scroll" }, this.headView), this.headText);
-      const next = el("section", { class: "gx-next", "aria-label": "next character" },
-        el("h4", { text: "Next character" }),
+      const next = el("section", { class: "gx-next", "aria-label": TEXT.next },
+        el("h4", { text: TEXT.next }),
         el("div", { class: "gx-sampling" },
-          el("label", { for: `${id}-temp` }, "Temperature "), this.temperature, this.tempOut,
-          el("label", { for: `${id}-topk` }, "Top-k "), this.topK),
+          el("label", { for: `${id}-temp` }, TEXT.temperature), this.temperature, this.tempOut,
+          el("label", { for: `${id}-topk` }, TEXT.topK), this.topK),
         this.top, this.sampleButton);
       this.root.append(
         el("div", { class: "gx-controls" }, models, el("div", { class: "gx-prompt-row" }, prompt, this.prompt)),
         this.status, this.notes,
         el("div", { class: "gx-maps" },
-          el("div", { class: "gx-gridbox" }, el("p", { class: "gx-help", text: mapsHelp }), this.grid), bigBox),
+          el("div", { class: "gx-gridbox" }, el("p", { class: "gx-help", text: TEXT.mapsHelp }), this.grid), bigBox),
         ...(this.compact ? [] : [viewBox]), next);
 
       // The large map and the head view: hover, tap or arrow keys choose the query.
@@ -352,7 +435,7 @@
       const old = this.model;
       this.lang = lang;
       this.radios.forEach((r) => { r.checked = r.value === lang; });
-      this.status.textContent = `Loading the ${LANG_NAMES[lang]} model...`;
+      this.status.textContent = TEXT.loading(LANG_NAMES[lang]);
       this.root.dataset.state = "loading";
       let model;
       try {
@@ -361,11 +444,7 @@
         if (this.lang !== lang) return;
         this.root.dataset.state = "error";
         this.status.textContent = window.location.protocol === "file:"
-          ? "The explorer reads the model's weights with fetch(), which browsers do not allow for a "
-            + "page opened from the file system. Serve the site instead: mkdocs serve, or "
-            + "python -m http.server --directory site, then open http://127.0.0.1:8000/."
-          : `The model could not be loaded (${err.message}). Rebuild the docs after `
-            + "python tools/gen_docs.py --only explorer_en explorer_zh.";
+          ? TEXT.fileSystem : TEXT.loadFailed(err.message);
         return;
       }
       if (this.lang !== lang) return; // another choice came in meanwhile
@@ -391,13 +470,13 @@
       this.grid.textContent = "";
       this.grid.style.gridTemplateColumns = `auto repeat(${n_head}, minmax(0, 1fr))`;
       this.grid.append(el("span", {}));
-      for (let h = 0; h < n_head; h++) this.grid.append(el("span", { class: "gx-axis", text: `head ${h + 1}` }));
+      for (let h = 0; h < n_head; h++) this.grid.append(el("span", { class: "gx-axis", text: TEXT.headAxis(h + 1) }));
       this.thumbs = [];
       for (let l = 0; l < n_layer; l++) {
-        this.grid.append(el("span", { class: "gx-axis", text: `layer ${l + 1}` }));
+        this.grid.append(el("span", { class: "gx-axis", text: TEXT.layerAxis(l + 1) }));
         for (let h = 0; h < n_head; h++) {
           const canvas = el("canvas", { "aria-hidden": "true" });
-          const button = el("button", { type: "button", class: "gx-thumb", "aria-label": `layer ${l + 1}, head ${h + 1}`,
+          const button = el("button", { type: "button", class: "gx-thumb", "aria-label": TEXT.thumb(l + 1, h + 1),
             onclick: () => { this.layer = l; this.head = h; this.draw(); } }, canvas);
           this.thumbs.push({ l, h, button, canvas });
           this.grid.append(button);
@@ -422,23 +501,17 @@
       const m = this.model, name = LANG_NAMES[m.lang];
       this.notes.textContent = "";
       if (unknown.length) {
-        const list = unknown.slice(0, 12).map((ch) => `“${shown(ch)}” (${codePoint(ch)})`).join(", ");
+        const list = unknown.slice(0, 12).map((ch) => TEXT.unknownChar(shown(ch), codePoint(ch)));
         this.notes.append(el("p", { class: "gx-unknown" },
-          `Left out, not in the ${name} model's vocabulary of ${m.config.vocab_size} characters: ${list}`
-          + `${unknown.length > 12 ? ` and ${unknown.length - 12} more` : ""}. A character-level model has `
-          + "one embedding row per character of its training text and nothing for any other character, "
-          + "so it reads the prompt without them."));
+          TEXT.unknown(name, m.config.vocab_size, list, Math.max(0, unknown.length - 12))));
       }
       if (cropped) {
-        this.notes.append(el("p", { class: "gx-cropped" },
-          `Only the last ${m.config.block_size} characters are used (${cropped} left out at the start): `
-          + `block_size is ${m.config.block_size}, the longest context the model has learned positions for, `
-          + "and generate() crops the same way."));
+        this.notes.append(el("p", { class: "gx-cropped" }, TEXT.cropped(m.config.block_size, cropped)));
       }
       if (!ids.length) {
         this.result = null;
         this.chars = [];
-        this.status.textContent = `Type at least one character the ${name} model knows.`;
+        this.status.textContent = TEXT.typeOne(name);
         this.draw();
         this.predict();
         return;
@@ -448,8 +521,8 @@
       const ms = performance.now() - t0;
       this.chars = chars;
       if (this.query >= chars.length) this.query = -1;
-      this.status.textContent = `${name} model: ${ids.length} of ${m.config.block_size} positions, `
-        + `${m.config.n_layer} layers x ${m.config.n_head} heads; forward pass ${ms.toFixed(1)} ms in this page.`;
+      this.status.textContent = TEXT.status(name, ids.length, m.config.block_size, m.config.n_layer,
+        m.config.n_head, ms.toFixed(1));
       this.draw();
       this.predict();
     }
@@ -469,8 +542,7 @@
         const g = sizeCanvas(t.canvas, size, size);
         if (res) this.paintMap(g, res.maps[t.l][t.h], res.T, 0, 0, size / res.T, c);
       }
-      this.bigCaption.textContent = `Layer ${this.layer + 1}, head ${this.head + 1}: `
-        + "each row is a query character, each column a key; the stronger the colour, the more weight (each row sums to 1)";
+      this.bigCaption.textContent = TEXT.caption(this.layer + 1, this.head + 1);
       this.drawQuery(c);
     }
 
@@ -519,7 +591,7 @@
       if (!res) {
         sizeCanvas(this.big, 1, 1); sizeCanvas(this.headView, 1, 1);
         this.readout.textContent = ""; this.headText.textContent = "";
-        this.big.setAttribute("aria-label", "no attention map: no characters");
+        this.big.setAttribute("aria-label", TEXT.noMap);
         return;
       }
       const wts = res.maps[this.layer][this.head], q = this.queryIndex(), chars = this.chars;
@@ -537,12 +609,11 @@
       g.strokeStyle = c.mark;
       g.lineWidth = 2;
       g.strokeRect(label + 1, label + q * cell + 1, (q + 1) * cell - 2, cell - 2); // the query's row
-      this.big.setAttribute("aria-label", `attention map of layer ${this.layer + 1}, head ${this.head + 1}; `
-        + "arrow keys choose the query row");
+      this.big.setAttribute("aria-label", TEXT.bigLabel(this.layer + 1, this.head + 1));
 
       const ranked = Array.from({ length: q + 1 }, (_, j) => j).sort((a, b) => wts[q * T + b] - wts[q * T + a]);
-      const text = `Query “${shown(chars[q])}” (position ${q}) looks most at: `
-        + ranked.slice(0, 3).map((j) => `“${shown(chars[j])}” at ${j} (${wts[q * T + j].toFixed(2)})`).join(", ");
+      const text = TEXT.readout(shown(chars[q]), q,
+        ranked.slice(0, 3).map((j) => TEXT.readoutKey(shown(chars[j]), j, wts[q * T + j].toFixed(2))));
       this.readout.textContent = text;
 
       if (this.compact) return;
@@ -569,14 +640,13 @@
         gv.fillStyle = i > q ? c.muted : a11yText(c, wts[q * T + i]);
         gv.fillText(shown(chars[i]), (i + 0.5) * v.cell, bottom + v.font / 2 + 2);
       }
-      this.headView.setAttribute("aria-label", `head view of layer ${this.layer + 1}, head ${this.head + 1}; `
-        + "arrow keys choose the query character");
+      this.headView.setAttribute("aria-label", TEXT.headViewLabel(this.layer + 1, this.head + 1));
       this.headText.textContent = text;
     }
 
     predict() {
       const temperature = Number(this.temperature.value);
-      this.tempOut.textContent = temperature === 0 ? "0 (greedy)" : temperature.toFixed(2);
+      this.tempOut.textContent = temperature === 0 ? TEXT.greedy : temperature.toFixed(2);
       const k = Math.floor(Number(this.topK.value));
       const V = this.model ? this.model.config.vocab_size : 0;
       const topK = this.topK.value === "" || !(k >= 1) ? null : Math.min(k, V);
