@@ -44,7 +44,7 @@ ZH = {
     "stage4_ablation_no_residual": ("残差连接", "去掉残差连接"),
     "stage4_ablation_no_ffwd": ("前馈网络", "去掉前馈网络"),
     "stage4_ablation_norm_none": ("层归一化", "去掉层归一化"),
-    "stage4_n_head_1": ("注意力头：一个 64 维的头，而不是四个 16 维的头", "把四个头换成一个"),
+    "stage4_n_head_1": ("头：一个 64 维的，而非四个 16 维的", "把四个头换成一个"),
 }
 SEEDS = (1338, 1339)  # the full block again: how far a different seed alone moves the loss
 # About how long each training takes on 2 idle cores (stage 4 at its defaults: 48 s).
@@ -162,7 +162,7 @@ def table_zh(full: dict, rows: list, seeds: list[dict]) -> str:
                 f"{r['val_loss']:.4f} | {fmt_delta(r['val_loss'] - full['val_loss'])} | "
                 f"{r['train_seconds']:.0f} |")
 
-    out = ["| 去掉的部分 | 选项 | 参数量 | 训练损失 | 验证损失 | 与完整块的验证损失之差 | 用时（秒） |",
+    out = ["| 去掉的部分 | 选项 | 参数量 | 训练损失 | 验证损失 | 与完整块之差 | 用时（秒） |",
            "|---|---|--:|--:|--:|--:|--:|",
            f"| 无（完整的块） | （默认值） | {full['params']:,} | "
            f"{full['train_loss']:.4f} | **{full['val_loss']:.4f}** | 0 | "
