@@ -108,6 +108,8 @@ def playwright_api():
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
+    if BUILT:  # built once per session: tests/test_explorer_browser.py uses this fixture too
+        return BUILT[0]
     out = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONDONTWRITEBYTECODE": "1"}
     result = subprocess.run(
@@ -115,8 +117,8 @@ def site(tmp_path_factory):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert result.returncode == 0, f"mkdocs build failed:\n{result.stdout}\n{result.stderr}"
-    # The Chinese edition lives under zh/ of the same site: the language switch of every
-    # page looks its pages up there (zh/sitemap.xml), so it is built too, as for readers.
+    # The Chinese edition lives under zh/ of the same site, where the language switch of
+    # every page leads, so it is built too, as `make docs` does for readers.
     if (ROOT / "mkdocs.zh.yml").is_file():
         result = subprocess.run(
             [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.zh.yml",
@@ -125,10 +127,12 @@ def site(tmp_path_factory):
         )
         # A failure here fails test_chinese_edition_builds, not every test of the module.
         ZH_BUILD.append(result)
+    BUILT.append(out)
     return out
 
 
 ZH_BUILD: list[subprocess.CompletedProcess] = []  # the Chinese edition's build, if any
+BUILT: list[Path] = []  # the site built by the first module that asked for it
 
 
 class QuietHandler(SimpleHTTPRequestHandler):

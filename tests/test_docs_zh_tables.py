@@ -1,4 +1,5 @@
-"""tools/docs_zh_tables.py: the Chinese twins of the compare page's generated tables,
+"""tools/docs_zh_tables.py: the Chinese twins of the compare page's generated tables and
+of the stage pages' generated fragments (variants tables, the worked attention example),
 and tools/docs_course_compare.py's Chinese reading of the same-budget tables.
 
 Every line of the English tables as compare.py writes them must translate: each
@@ -176,12 +177,148 @@ def test_the_jobs_read_the_english_tables_and_write_the_twins_the_page_includes(
         assert {f"docs/generated/{n}" for n in names} <= set(by_name[job].files)
         assert set(by_name[job].outputs) == {zt.zh_name(n) for n in names}
     assert by_name["zh_tables_shakespeare"].shakespeare
+    fragments = by_name["zh_fragments"]
+    assert {f"docs/generated/{n}" for n in zt.FRAGMENTS} <= set(fragments.files)
+    assert set(fragments.outputs) == {zt.zh_name(n) for n in zt.FRAGMENTS}
+    # The English fragments are written by gen_docs' own jobs, which run before this one.
+    names = [j.name for j in gen_docs.JOBS]
+    for n in zt.FRAGMENTS:
+        writer = next(j.name for j in gen_docs.JOBS if n in j.outputs)
+        assert names.index(writer) < names.index("zh_fragments")
     assert course.READING_ZH in by_name["compare_reading_en"].outputs
     # Every generated _zh file the Chinese compare page includes is written by a job.
-    page = (ROOT / "docs" / "zh" / "compare.md").read_text(encoding="utf-8")
+    page = "".join((ROOT / "docs" / "zh" / p).read_text(encoding="utf-8")
+                   for p in ("compare.md", "stage3_attention.md", "stage4_block.md"))
     included = re.findall(r'--8<-- "docs/generated/([^"]+_zh\.md)"', page)
     written = {o for j in gen_docs.JOBS for o in j.outputs}
     assert included and set(included) <= written
+
+
+# ----------------------------------------------------------------------------- stage pages
+# A variants table as gen_docs.variants_table writes it.
+VARIANTS = """| flags | parameters | train loss | val loss | time (s) |
+|---|--:|--:|--:|--:|
+| `(defaults)` | 159,164 | 1.1578 | 1.4664 | 58.0 |
+| `--n-head 1` | 159,164 | 1.2710 | 1.5138 | 57.3 |
+| `--norm post --activation gelu` | 1,234,567 | 0.9 | 10.0500 | 164.7 |"""
+
+
+def current(names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if (GEN / n).is_file()]
+
+
+def test_a_variants_table_translates_keeping_flags_and_numbers():
+    zh = zt.translate_variants(VARIANTS, "v.md").split("\n")
+    assert zh == ["| 命令行选项 | 参数量 | 训练损失 | 验证损失 | 用时（秒） |",
+                  "|---|--:|--:|--:|--:|",
+                  "| 默认设置 | 159,164 | 1.1578 | 1.4664 | 58.0 |",
+                  "| `--n-head 1` | 159,164 | 1.2710 | 1.5138 | 57.3 |",
+                  "| `--norm post --activation gelu` | 1,234,567 | 0.9 | 10.0500 | 164.7 |"]
+
+
+@pytest.mark.parametrize("name", current(zt.VARIANTS))
+def test_every_current_variants_table_translates(name):
+    en = (GEN / name).read_text(encoding="utf-8").rstrip("\n").split("\n")
+    zh = zt.translate_variants("\n".join(en), name).split("\n")
+    assert len(zh) == len(en) >= 3
+    assert zt.cells(en[0])[0] == "flags" and zh[0] != en[0] and CJK.search(zh[0])
+    # The flags (what a reader types) stay; each row keeps its numbers, cell for cell.
+    for a, b in zip(en[2:], zh[2:], strict=True):
+        ca, cb = zt.cells(a), zt.cells(b)
+        assert ca[1:] == cb[1:] and (ca[0] == cb[0] or ca[0] in zt.DEFAULTS), a
+    assert english_words(zh) == [], name
+    assert numbers(zh, False) == numbers(en, False)
+
+
+MATH_BLOCK = re.compile(r"^\$\$\n.*?\n\$\$$", re.S | re.M)
+
+
+def prose(text: str) -> list[str]:
+    """The paragraphs outside the ``$$`` blocks, each on one line."""
+    return [" ".join(p.split("\n")) for p in re.split(r"\n\n+", MATH_BLOCK.sub("", text))
+            if p.strip()]
+
+
+@pytest.mark.parametrize("name", current(zt.WORKED))
+def test_every_current_worked_example_translates_keeping_math_and_numbers(name):
+    en = (GEN / name).read_text(encoding="utf-8").rstrip("\n")
+    zh = zt.translate_worked(en, name)
+    # The formulas are the computation: byte for byte, in order.
+    assert MATH_BLOCK.findall(zh) == MATH_BLOCK.findall(en) != []
+    # Each paragraph is translated, with the numbers of its own (inline math included).
+    pairs = list(zip(prose(en), prose(zh), strict=True))
+    assert len(pairs) >= 5
+    for a, b in pairs:
+        assert CJK.search(b), a
+        assert numbers([b], False) == numbers([a], False), a
+        assert set(english_words([re.sub(r"\$[^$]*\$", "", b)])) <= {"softmax"}, b
+
+
+def test_the_worked_template_carries_the_computed_numbers():
+    text = ("Three tokens, head size $d_k = 16$. Queries, keys and values:\n\n$$\nQ\n$$\n\n"
+            "Scores, then scaled by $1/\\sqrt{d_k} = 0.250$:")
+    assert zt.translate_worked(text, "w.md").split("\n") == [
+        "三个词元，头的大小 $d_k = 16$。查询、键和值：", "", "$$", "Q", "$$", "",
+        "先算分数，再乘以 $1/\\sqrt{d_k} = 0.250$ 缩放："]
+
+
+@pytest.mark.parametrize(("line", "why"), [
+    ("| flags | parameters | tokens/s |", "unknown header"),                 # a new column
+    ("| lr 0.1 | 7,996 | 1.9 | 2.0 | 9.4 |", "flags cell"),                  # not a flag
+    ("| `--pos none` | 6,972 | n/a | 2.2267 | 13.0 |", "not a number"),
+    ("Trained on the English corpus:", "no mapping"),                         # a new sentence
+])
+def test_an_unknown_variants_line_stops_the_job_naming_file_and_line(line, why):
+    text = VARIANTS.replace("| `--n-head 1` | 159,164 | 1.2710 | 1.5138 | 57.3 |", line)
+    n = text.split("\n").index(line) + 1
+    with pytest.raises(SystemExit, match=rf"docs_zh_tables: v\.md, line {n}: .*{why}"):
+        zt.translate_variants(text, "v.md")
+
+
+WORKED_TEXT = """Three tokens, head size $d_k = 2$. Queries, keys and values:
+
+$$
+Q = 1
+$$
+
+The causal mask adds $-\\infty$ above the diagonal (a token may not look ahead), and the
+softmax of each row turns scores into weights that sum to 1 ($e^{-\\infty} = 0$):
+
+and all three at once:"""
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("Three tokens", "Four tokens"),                                # a changed number word
+    ("and all three at once:", "and all three at once, by one product:"),
+    ("the diagonal (a token", "the diagonal (so a token"),         # second paragraph, reworded
+])
+def test_an_unknown_worked_paragraph_stops_the_job_naming_file_and_line(old, new):
+    text = WORKED_TEXT.replace(old, new)
+    n = next(i for i, line in enumerate(text.split("\n"), 1) if new in line)  # its first line
+    with pytest.raises(SystemExit, match=rf"docs_zh_tables: w\.md, line {n}: .*no mapping"):
+        zt.translate_worked(text, "w.md")
+
+
+def test_an_unclosed_math_block_stops_the_job():
+    assert zt.translate_worked(WORKED_TEXT, "w.md").count("$$") == 2
+    with pytest.raises(SystemExit, match=r"w\.md, line 3: a \$\$ block is never closed"):
+        zt.translate_worked(WORKED_TEXT.replace("Q = 1\n$$", "Q = 1"), "w.md")
+
+
+def test_the_fragment_twins_on_disk_are_the_translations_and_the_pages_include_them():
+    for name, translator in zt.FRAGMENTS.items():
+        twin = GEN / zt.zh_name(name)
+        if (GEN / name).is_file() and twin.is_file():
+            assert twin.read_text(encoding="utf-8").rstrip("\n") == translator(
+                (GEN / name).read_text(encoding="utf-8"), name), (
+                f"{twin.name} is not the translation of {name}: python tools/gen_docs.py "
+                "--only zh_fragments")
+    # The Chinese stage pages include the twins, never the English fragments.
+    pages = "".join((ROOT / "docs" / "zh" / p).read_text(encoding="utf-8")
+                    for p in ("stage3_attention.md", "stage4_block.md"))
+    for name in zt.FRAGMENTS:
+        assert f'"docs/generated/{zt.zh_name(name)}"' in pages
+        assert f'"docs/generated/{name}"' not in pages
 
 
 def rows(*vals: float) -> dict[int, dict]:

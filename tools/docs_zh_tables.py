@@ -11,8 +11,15 @@ or a cell that no mapping knows stops the job with a message naming the file and
 the line, so a change to the English tables can never leave English on the Chinese
 page, or drift from it silently: add the new wording here.
 
+The stage pages include Chinese twins too, made by the job zh_fragments the same way:
+tools/gen_docs.py's ``variants_table`` (stage3_attention_positions.md,
+stage4_block_variants.md: a flags column, then numbers) and its ``worked_examples``
+(worked_attention.md: sentences between display-math blocks, the blocks kept as they
+are, each sentence translated by an exact mapping or a template that keeps its numbers).
+
     python tools/gen_docs.py --only zh_tables
     python tools/gen_docs.py --only zh_tables_shakespeare --shakespeare PATH
+    python tools/gen_docs.py --only zh_fragments
 """
 
 from __future__ import annotations
@@ -163,14 +170,108 @@ def zh_name(name: str) -> str:
     return name[: -len(".md")] + "_zh.md"
 
 
+# ----------------------------------------------------------------------------- stage pages
+# tools/gen_docs.py's variants_table: one row per run, its flags in a code span.
+VARIANTS = ("stage3_attention_positions.md", "stage4_block_variants.md")
+VARIANT_HEADERS = {"flags": "命令行选项",
+                   **{h: HEADERS[h] for h in ("parameters", "train loss", "val loss", "time (s)")}}
+FLAGS = re.compile(r"`--[a-z][a-z-]*(?: [^`\s-][^`\s]*)?(?: --[a-z][a-z-]*(?: [^`\s-][^`\s]*)?)*`")
+DEFAULTS = {"`(defaults)`": "默认设置"}  # the row of a stage's own defaults: no flags
+NUMBER = re.compile(rf"{INT}|-?\d+\.\d+")
+
+
+def translate_variants(text: str, where: str = "a table") -> str:
+    """The Chinese of a variants table: headers translated, flags and numbers kept."""
+    out = []
+    for n, line in enumerate(text.rstrip("\n").split("\n"), 1):
+        row = cells(line)
+        if line == "" or RULE.fullmatch(line):
+            out.append(line)
+        elif row is None:
+            raise fail(where, n, line, "a line that no mapping knows")
+        elif all(c in VARIANT_HEADERS for c in row):
+            out.append("| " + " | ".join(VARIANT_HEADERS[c] for c in row) + " |")
+        elif not (row[0] in DEFAULTS or FLAGS.fullmatch(row[0])):
+            raise fail(where, n, line, f"an unknown header or flags cell {row[0]!r}")
+        elif bad := [c for c in row[1:] if not NUMBER.fullmatch(c)]:
+            raise fail(where, n, line, f"a cell that is not a number: {bad[0]!r}")
+        else:
+            out.append("| " + " | ".join([DEFAULTS.get(row[0], row[0]), *row[1:]]) + " |")
+    return "\n".join(out)
+
+
+# tools/gen_docs.py's worked_examples: paragraphs of prose between display-math blocks.
+WORKED = ("worked_attention.md",)
+# A paragraph (its lines joined by a space), exactly.
+WORKED_SENTENCES = {
+    "The causal mask adds $-\\infty$ above the diagonal (a token may not look ahead), and the "
+    "softmax of each row turns scores into weights that sum to 1 ($e^{-\\infty} = 0$):":
+        "因果掩码在对角线上方加上 $-\\infty$（词元不能往后看），再对每一行做 softmax，"
+        "把分数变成和为 1 的权重（$e^{-\\infty} = 0$）：",
+    "Each output row is a weighted sum of value vectors. For the last token:":
+        "输出的每一行都是值向量的加权和。以最后一个词元为例：",
+    "and all three at once:": "三行一起算：",
+}
+# A paragraph with numbers the example computes: the numbers are carried over.
+WORKED_TEMPLATES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (re.compile(r"Three tokens, head size \$d_k = (\d+)\$\. Queries, keys and values:"),
+     lambda m: f"三个词元，头的大小 $d_k = {m[1]}$。查询、键和值："),
+    (re.compile(r"Scores, then scaled by \$1/\\sqrt\{d_k\} = (\d+\.\d+)\$:"),
+     lambda m: f"先算分数，再乘以 $1/\\sqrt{{d_k}} = {m[1]}$ 缩放："),
+]
+
+
+def translate_paragraph(par: str) -> str | None:
+    if par in WORKED_SENTENCES:
+        return WORKED_SENTENCES[par]
+    for pattern, render in WORKED_TEMPLATES:
+        if m := pattern.fullmatch(par):
+            return render(m)
+    return None
+
+
+def translate_worked(text: str, where: str = "a worked example") -> str:
+    """The Chinese of a worked example: each paragraph translated (a paragraph of several
+    lines becomes one line: Chinese has no spaces to break at), the ``$$`` blocks kept."""
+    lines = text.rstrip("\n").split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        if lines[i] == "":
+            out.append("")
+            i += 1
+        elif lines[i] == "$$":
+            end = next((j for j in range(i + 1, len(lines)) if lines[j] == "$$"), None)
+            if end is None:
+                raise SystemExit(f"docs_zh_tables: {where}, line {i + 1}: a $$ block is "
+                                 "never closed")
+            out += lines[i : end + 1]
+            i = end + 1
+        else:
+            start = i
+            while i < len(lines) and lines[i] not in ("", "$$"):
+                i += 1
+            par = " ".join(lines[start:i])
+            zh = translate_paragraph(par)
+            if zh is None:
+                raise fail(where, start + 1, par, "a paragraph that no mapping knows")
+            out.append(zh)
+    return "\n".join(out)
+
+
+FRAGMENTS: dict[str, Callable[[str, str], str]] = {
+    **dict.fromkeys(VARIANTS, translate_variants), **dict.fromkeys(WORKED, translate_worked)}
+
+
 def translate_files(gen: Path, names: tuple[str, ...], write) -> None:
-    """Read each English table under ``gen`` and ``write(name, text)`` its Chinese twin."""
+    """Read each English file under ``gen`` and ``write(name, text)`` its Chinese twin
+    (a stage page's fragment by its own translator, a compare table by ``translate``)."""
     for name in names:
         path = gen / name
         if not path.is_file():
             raise SystemExit(f"docs_zh_tables: {path} is missing: run the job that writes it "
                              "first (python tools/gen_docs.py --list shows which)")
-        write(zh_name(name), translate(path.read_text(encoding="utf-8"), name))
+        write(zh_name(name), FRAGMENTS.get(name, translate)(path.read_text(encoding="utf-8"),
+                                                            name))
 
 
 def jobs(Job, gen_docs) -> list:
@@ -182,6 +283,9 @@ def jobs(Job, gen_docs) -> list:
     def zh_tables_shakespeare(work: Path, job) -> None:
         translate_files(gen_docs.GEN, TABLES_SHAKESPEARE, gen_docs.write)
 
+    def zh_fragments(work: Path, job) -> None:
+        translate_files(gen_docs.GEN, tuple(FRAGMENTS), gen_docs.write)
+
     return [
         Job("zh_tables", "the compare page's tables, in Chinese", zh_tables,
             files=(here, *(f"docs/generated/{n}" for n in TABLES)),
@@ -191,4 +295,7 @@ def jobs(Job, gen_docs) -> list:
             files=(here, *(f"docs/generated/{n}" for n in TABLES_SHAKESPEARE)),
             outputs=tuple(zh_name(n) for n in TABLES_SHAKESPEARE), seconds=1,
             shakespeare=True),
+        Job("zh_fragments", "the stage pages' generated tables and worked example, in Chinese",
+            zh_fragments, files=(here, *(f"docs/generated/{n}" for n in FRAGMENTS)),
+            outputs=tuple(zh_name(n) for n in FRAGMENTS), seconds=1),
     ]
