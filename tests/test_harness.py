@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
 import math
@@ -646,3 +647,24 @@ def test_weight_decay_is_what_the_docs_say(S, tmp_path, tiny_corpus, monkeypatch
         assert [wd for wd, _ in seen["groups"]] == [0.0]
     docs = (REPO_ROOT / "docs" / "stage2_bigram.md").read_text(encoding="utf-8")
     assert "`weight_decay=0.0` in stages 2 to 4" in docs
+
+
+def test_the_presets_curve_reads_val_loss_and_seconds_off_a_real_log(tmp_path, tiny_corpus,
+                                                                     monkeypatch):
+    """tools/docs_presets.py draws val loss against seconds from the harness's log.jsonl."""
+    spec = importlib.util.spec_from_file_location("docs_presets",
+                                                  REPO_ROOT / "tools" / "docs_presets.py")
+    presets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(presets)
+    S = stage_modules("stage5_gpt")
+    no_figures(monkeypatch, S)
+    out = tmp_path / "run"
+    run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 10))
+    curve = presets.read_curve(out)
+    rows = [r for r in read_log(out) if "val" in r]
+    assert len(curve) == len(rows) >= 2
+    assert [v for _, v in curve] == [r["val"] for r in rows]
+    assert [t for t, _ in curve] == sorted(t for t, _ in curve)
+    best = min(v for _, v in curve)
+    assert presets.first_below(curve, best) == next(t for t, v in curve if v == best)
+    assert presets.first_below(curve, best - 1.0) is None

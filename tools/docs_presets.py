@@ -23,7 +23,7 @@ TABLE = "stage5_gpt_presets.md"
 def read_curve(out: Path) -> list[tuple[float, float]]:
     """(seconds, val loss) at each evaluation of a run, from its log.jsonl."""
     rows = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
-    return [(r["time"], r["val_loss"]) for r in rows if "val_loss" in r]
+    return [(r["time"], r["val"]) for r in rows if "val" in r]  # the harness's row keys
 
 
 def first_below(curve: list[tuple[float, float]], target: float) -> float | None:
