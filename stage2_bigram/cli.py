@@ -35,6 +35,17 @@ def positive_float(s: str) -> float:
     return v
 
 
+MAX_LR = 1e30  # Adam's first step is about lr / 0.1: near 1e38 it overflows float32 in torch
+
+
+def learning_rate(s: str) -> float:
+    """A learning rate: > 0 and at most MAX_LR (far beyond any useful value)."""
+    v = positive_float(s)
+    if v > MAX_LR:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_LR:g}, got {s}")
+    return v
+
+
 def non_negative_float(s: str) -> float:
     v = float(s)
     if not v >= 0 or math.isinf(v):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from .cli import non_negative_int, open_fraction, positive_float, positive_int, run_cli
+from .cli import learning_rate, non_negative_int, open_fraction, positive_int, run_cli
 from .data import DATA_HELP
 from .harness import Run
 from .model import POSITIONS, LanguageModel, ModelConfig
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--pos", default="learned", choices=POSITIONS, help="position information")
     g = p.add_argument_group("training")
     g.add_argument("--batch-size", type=positive_int, default=32, help="B: windows per step")
-    g.add_argument("--lr", type=positive_float, default=3e-3, help="AdamW learning rate")
+    g.add_argument("--lr", type=learning_rate, default=3e-3, help="AdamW learning rate")
     g.add_argument("--eval-interval", type=positive_int, default=500, help="steps between loss estimates and checkpoints")
     g.add_argument("--eval-iters", type=positive_int, default=50, help="batches per loss estimate")
     g.add_argument("--seed", type=int, default=1337, help="seeds weights, batches and samples")

@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 from .cli import (
+    learning_rate,
     non_negative_int,
     open_fraction,
-    positive_float,
     positive_int,
     run_cli,
     unit_interval,
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--ffwd", action=argparse.BooleanOptionalAction, default=True, help="the feed-forward branch (--no-ffwd: attention only, an ablation)")
     g = p.add_argument_group("training")
     g.add_argument("--batch-size", type=positive_int, default=32, help="B: windows per step")
-    g.add_argument("--lr", type=positive_float, default=1e-3, help="AdamW learning rate")
+    g.add_argument("--lr", type=learning_rate, default=1e-3, help="AdamW learning rate")
     g.add_argument("--eval-interval", type=positive_int, default=300, help="steps between loss estimates and checkpoints")
     g.add_argument("--eval-iters", type=positive_int, default=50, help="batches per loss estimate")
     g.add_argument("--seed", type=int, default=1337, help="seeds weights, batches, dropout and samples")

@@ -19,17 +19,20 @@ CHANGED: dict[str, dict[str, str]] = {
     # only adds files (model, train, harness, sample, checkpoint, plots, cli)
     "stage2_bigram": {},
     "stage3_attention": {
+        "reference.json": "the reference results of this stage's own runs (generated)",
         "model.py": "embeddings + one causal self-attention head replace the bigram table",
         "plots.py": "adds plot_attention, the heatmap of attention weights",
         "train.py": "model flags (--n-embd, --pos), new defaults, writes attention.png",
     },
     "stage4_block": {
+        "reference.json": "the reference results of this stage's own runs (generated)",
         "model.py": "multi-head attention (two forms), feed-forward, residual LayerNorm blocks, "
                     "and switches that take each part out (AblatedBlock)",
         "train.py": "block flags (--n-head, --n-layer, --dropout, --norm, --no-residual, "
                     "--no-ffwd, ...) and their defaults",
     },
     "stage5_gpt": {
+        "reference.json": "the reference results of this stage's own runs (generated)",
         "model.py": "GPT: final LayerNorm, GPT-2 init, weight tying, SDPA + traced explicit path",
         "train.py": "GPT flags; its recipe: AdamW decay groups, warmup + cosine, clipping",
         "visualize.py": "every layer x head, position similarity, logit lens (from lens.py)",

@@ -319,7 +319,9 @@ def test_compare_two_stages_end_to_end(runs):
     assert all("4 × 8" in line for line in table)
     md = (runs.work / "tmp" / "x.md").read_text(encoding="utf-8").splitlines()
     assert "| stage | parameters | steps | batch × block | train loss | val loss |" in md[2]
-    assert md[3].startswith("|---|") and len(md) == 6
+    assert md[3].startswith("|---|") and md[6] == ""  # two rows, then the samples
+    assert md[4].startswith("| 2 (bigram)") and md[5].startswith("| 3 (attention)")
+    assert md[7].startswith("What each model writes after training")
     rows = json.loads((runs.work / "tmp" / "x.json").read_text(encoding="utf-8"))["rows"]
     assert [row["stage"] for row in rows] == [2, 3]
     assert all(row["steps"] == 10 and row["val_loss"] > 0 for row in rows)
