@@ -343,7 +343,8 @@ def render_stage_diff(root: Path | str, old_name: str, new_name: str, only: str 
             add, rem = _counts(diff)
             total_add, total_del = total_add + add, total_del + rem
             what = t["new"] if old is None else t["removed"] if new is None else t["changed"]
-            why = why_of(root, old_name, new_name, rel, old, new).replace("|", "\\|")
+            # Escaped: a docstring's "python -m <stage>.train" is text, not an HTML tag.
+            why = html.escape(why_of(root, old_name, new_name, rel, old, new)).replace("|", "\\|")
             rows.append(f'| <a href="#{_anchor(new_name, rel)}"><code>{html.escape(rel)}</code></a> '
                         f"| {what} | +{add} | −{rem} | {why} |")
         differ = t["differ"].format(n=len(changed)) if len(changed) != 1 else t["differs"]
