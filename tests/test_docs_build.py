@@ -433,3 +433,20 @@ def test_search_index_is_rewritten(tmp_path):
     docs = json.loads(index.read_text(encoding="utf-8"))["docs"]
     assert docs[0]["title"] == "The ln V baseline" and docs[0]["text"] == "<p>all T positions</p>"
     assert docs[1] == {"location": "b/", "title": "B", "text": "plain"}
+
+
+def test_the_chinese_diffs_give_a_reason_for_every_changed_file():
+    """Every reason CHANGED gives for a Python file has its Chinese twin, and every file a
+    stage adds has a Chinese gist: the Chinese stage diffs never fall back to English."""
+    from test_stage_copies import CHANGED, PAIRS
+
+    hook = load_hook()
+    for stage, reasons in CHANGED.items():
+        for rel in reasons:
+            if rel.endswith(".py"):
+                assert (stage, rel) in hook.CHANGED_ZH, f"no Chinese reason for {stage}/{rel}"
+    for old, new in PAIRS:
+        out = hook.render_stage_diff(ROOT, old, new, lang="zh")
+        whys = [line.rsplit("|", 2)[-2].strip() for line in out.splitlines()
+                if line.startswith("| <a")]
+        assert whys and all(re.search(r"[\u4e00-\u9fff]", w) for w in whys), (old, new, whys)

@@ -56,14 +56,20 @@ def pair_sentence(rows: dict[int, dict], a: int, b: int) -> str:
             f"(stage {a}: {va:.4f}, stage {b}: {vb:.4f})")
 
 
+def facts(small: dict[int, dict], payoff: dict[int, dict], small_flags: tuple[str, ...],
+          payoff_flags: tuple[str, ...]) -> tuple:
+    """What both readings (English and Chinese) say: the stages, whether every idea pays
+    off at the larger budget, the rows of stages 2 and 3 at both budgets, the extra steps."""
+    stages = sorted(payoff)
+    every = all(gain(payoff, a, b) > 0.005 for a, b in pairwise(stages))
+    extra = int(flag(payoff_flags, "--max-iters")) - int(flag(small_flags, "--max-iters"))
+    return stages, every, small[2], small[3], payoff[2], payoff[3], extra
+
+
 def reading(small: dict[int, dict], payoff: dict[int, dict], small_flags: tuple[str, ...],
             payoff_flags: tuple[str, ...]) -> str:
     """The compare page's reading of the two same-budget tables, from their rows."""
-    stages = sorted(payoff)
-    every = all(gain(payoff, a, b) > 0.005 for a, b in pairwise(stages))
-    s2, s3 = small[2], small[3]
-    p2, p3 = payoff[2], payoff[3]
-    extra = int(flag(payoff_flags, "--max-iters")) - int(flag(small_flags, "--max-iters"))
+    stages, every, s2, s3, p2, p3, extra = facts(small, payoff, small_flags, payoff_flags)
     lines = [
         f"**At {budget_words(small_flags)}**, "
         + "; ".join(pair_sentence(small, a, b) for a, b in pairwise(stages)) + ".",
@@ -109,11 +115,7 @@ def pair_sentence_zh(rows: dict[int, dict], a: int, b: int) -> str:
 def reading_zh(small: dict[int, dict], payoff: dict[int, dict], small_flags: tuple[str, ...],
                payoff_flags: tuple[str, ...]) -> str:
     """``reading`` in Chinese, for docs/zh/compare.md: the same numbers, from the same rows."""
-    stages = sorted(payoff)
-    every = all(gain(payoff, a, b) > 0.005 for a, b in pairwise(stages))
-    s2, s3 = small[2], small[3]
-    p2, p3 = payoff[2], payoff[3]
-    extra = int(flag(payoff_flags, "--max-iters")) - int(flag(small_flags, "--max-iters"))
+    stages, every, s2, s3, p2, p3, extra = facts(small, payoff, small_flags, payoff_flags)
     lines = [
         f"**在 {budget_words_zh(small_flags)} 的预算下**，"
         + "；".join(pair_sentence_zh(small, a, b) for a, b in pairwise(stages)) + "。",

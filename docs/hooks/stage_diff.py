@@ -155,9 +155,9 @@ TEXT = {
            "new": "新增", "removed": "删除", "changed": "修改",
            "explained": "讲解见："},
 }
-# Why a file differs, for the Chinese edition: the reasons of CHANGED (by the later
-# stage) and, for the files without one, the gist of their docstring's first line.
-WHY_ZH = {
+# The Chinese edition's words for why a file differs: CHANGED's reasons (by the later
+# stage), and the gist of a docstring's first line (by stage and file, or by file).
+CHANGED_ZH = {
     ("stage3_attention", "model.py"): "词元嵌入 + 位置嵌入和一个因果自注意力头，取代二元模型的查找表",
     ("stage3_attention", "plots.py"): "新增 plot_attention：注意力权重的热图",
     ("stage3_attention", "train.py"): "模型参数（--n-embd、--pos）、新的默认值，写出 attention.png",
@@ -166,6 +166,10 @@ WHY_ZH = {
     ("stage5_gpt", "model.py"): "GPT：最后的层归一化、GPT-2 初始化、权重共享、SDPA 与可追踪的显式路径",
     ("stage5_gpt", "train.py"): "GPT 的参数与训练配方：AdamW 分组权重衰减、预热 + 余弦衰减、梯度裁剪",
     ("stage5_gpt", "visualize.py"): "每一层每个头的注意力、位置相似度、logit lens（来自 lens.py）",
+}
+DOCSTRING_ZH = {
+    ("stage2_bigram", "model.py"): "二元语言模型：下一个字符只取决于当前字符",
+    ("stage5_gpt", "model.py"): "GPT：一叠 Transformer 块，按 GPT-2 的方式初始化和连接",
     "checkpoint.py": "安全地保存和加载训练检查点",
     "cli.py": "这一步各个命令行工具共用的小函数",
     "harness.py": "训练框架：训练循环之外，一次真正的训练所需要的一切",
@@ -179,21 +183,6 @@ WHY_ZH = {
     "data.py": "语料的加载、划分和批次",
     "tokenizer.py": "字符级分词器",
 }
-WHY_ZH_STAGE2 = {"model.py": "二元语言模型：下一个字符只取决于当前字符"}
-
-
-def why_changed_zh(root: Path, old_name: str, new_name: str, rel: str,
-                   old: Path | None, new: Path | None) -> str:
-    """``why_changed`` for the Chinese edition."""
-    if new is None:
-        return "删除"
-    new_stage = Path(new_name).name
-    a, b = _stage_number(old_name), _stage_number(new_name)
-    if old is not None and a is not None and b == a + 1 and (new_stage, rel) in WHY_ZH:
-        return WHY_ZH[(new_stage, rel)]
-    if new_stage == "stage2_bigram" and rel in WHY_ZH_STAGE2:
-        return WHY_ZH_STAGE2[rel]
-    return WHY_ZH.get(rel, WHY_ZH.get((new_stage, rel), ""))
 
 
 def _stage_number(name: str) -> int | None:
@@ -202,15 +191,21 @@ def _stage_number(name: str) -> int | None:
 
 
 def why_changed(root: Path, old_name: str, new_name: str, rel: str,
-                old: Path | None, new: Path | None) -> str:
-    """One line on why ``rel`` differs between the two stages."""
+                old: Path | None, new: Path | None, lang: str = "en") -> str:
+    """One line on why ``rel`` differs between the two stages: the reason CHANGED gives
+    for consecutive stages, else the first line of the new file's docstring."""
+    zh = lang.startswith("zh")
     if new is None:
-        return "removed"
+        return TEXT["zh" if zh else "en"]["removed"]
+    stage = Path(new_name).name
     a, b = _stage_number(old_name), _stage_number(new_name)
     if old is not None and a is not None and b == a + 1:
-        reason = _changed_reasons(root).get(Path(new_name).name, {}).get(rel)
+        reason = (CHANGED_ZH.get((stage, rel)) if zh
+                  else _changed_reasons(root).get(stage, {}).get(rel))
         if reason:
             return reason
+    if zh:
+        return DOCSTRING_ZH.get((stage, rel), DOCSTRING_ZH.get(rel, ""))
     return _docstring_line(new)
 
 
@@ -306,7 +301,6 @@ def render_stage_diff(root: Path | str, old_name: str, new_name: str, only: str 
     """
     root = Path(root)
     t = TEXT["zh" if lang.startswith("zh") else "en"]
-    why_of = why_changed_zh if lang.startswith("zh") else why_changed
     old_dir = _folder(root, old_name)
     new_dir = _folder(root, new_name)
     includes = includes or {}
@@ -344,7 +338,7 @@ def render_stage_diff(root: Path | str, old_name: str, new_name: str, only: str 
             total_add, total_del = total_add + add, total_del + rem
             what = t["new"] if old is None else t["removed"] if new is None else t["changed"]
             # Escaped: a docstring's "python -m <stage>.train" is text, not an HTML tag.
-            why = html.escape(why_of(root, old_name, new_name, rel, old, new)).replace("|", "\\|")
+            why = html.escape(why_changed(root, old_name, new_name, rel, old, new, lang)).replace("|", "\\|")
             rows.append(f'| <a href="#{_anchor(new_name, rel)}"><code>{html.escape(rel)}</code></a> '
                         f"| {what} | +{add} | −{rem} | {why} |")
         differ = t["differ"].format(n=len(changed)) if len(changed) != 1 else t["differs"]
