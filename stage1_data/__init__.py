@@ -1,6 +1,9 @@
-"""A step of the tutorial "Build a GPT, stage by stage".
+"""Stage 1: text becomes numbers.
 
-Every stage folder is a self-contained package: it copies the previous stage and
-changes only what this stage teaches. Compare two stages with
-``diff -ru stage1_data stage2_bigram``.
+A character-level vocabulary, encode and decode, the train/val split, and
+batches of (input, target) windows: the data exactly as every later model sees
+it. ``python -m stage1_data`` prints all of it for the built-in corpus.
+
+Every stage folder copies the previous one and changes only what that stage
+teaches: ``diff -ru`` of two neighbouring stage folders shows one stage's idea.
 """

@@ -7,6 +7,7 @@ batch shown as text, input next to target, one character apart.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 
@@ -69,4 +70,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader went away (... | head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)

@@ -1,42 +1,43 @@
-"""The training harness: what a real run needs around the training loop.
+"""The training harness: the bookkeeping around the training loop.
 
-Skip this file on a first reading: ``train.py`` is the training loop, and this
-module is the bookkeeping it leans on. It is the same file, byte for byte, in
-every stage from 2 to 5, so the diffs between stages show only the model.
+Skip this file on a first reading. ``train.py`` is the lesson: it builds the model
+and runs the loop, and the loop calls this module for each phase it does not teach,
+in the order it happens::
 
-What it does for a run (``Run``):
+    run = Run(args, parser)          # check --out-dir, load the data, restore a --resume
+    net = run.start(model, optimizer)
+    for step in run.steps():         # 0 .. --max-iters - 1; stops early on Ctrl-C
+        if run.evaluation_due(step):
+            run.evaluate()           # losses on fixed batches -> log.jsonl, ckpt.pt, best.pt
+        xb, yb = run.get_batch()     # then forward, run.check(loss), backward, step
+    run.finish()                     # final losses, loss.png, metrics.json, a sample
 
-- checks ``--out-dir`` before any work, and removes half-written checkpoint files
-  that a killed process left there;
+It is the same file, byte for byte, in every stage from 2 to 5, so the diffs
+between stages show only the model. What it does besides:
+
 - ``--resume``: restores the flags of the data, model and training groups, the
   weights, the optimizer, the random number generators and the loss history, so
   the run continues exactly where it stopped;
-- every ``--eval-interval`` steps: the train and val loss on fixed batches, one
-  row in ``log.jsonl``, the latest checkpoint ``ckpt.pt`` and, when val improved,
-  ``best.pt`` (both written atomically);
-- a divergence guard: a loss that is nan or inf stops the run with a message,
-  before anything is saved, so the last checkpoint on disk is a good one;
+- a divergence guard: a loss that is nan or inf stops the run before anything is
+  saved, so the last checkpoint on disk is a good one;
 - Ctrl-C stops at the next step boundary and saves a resumable checkpoint;
-- the number of CPU threads: timed, not guessed (``ThreadTuner``, ``--threads``);
-- at the end: ``loss.png``, ``vocab.json``, ``metrics.json`` and a sample, and
-  "is my loss normal?": the reference result for the same settings, from the
-  stage's ``reference.json``, and whether this run is within its range;
+- the number of CPU threads: timed once before training (``pick_threads``), kept
+  for the whole run and printed, so ``--threads N`` repeats the run exactly;
+- at the end, "is my loss normal?" (``reference.py``);
 - under ``torchrun --nproc_per_node N``: data-parallel training with PyTorch's
-  DistributedDataParallel, each process taking its share of every batch; only
-  the first process (rank 0) prints and writes files.
+  DistributedDataParallel, each process taking its share of every batch; only the
+  first process (rank 0) prints and writes files.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
 import signal
-import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -47,6 +48,7 @@ from .cli import check_out_dir, pick_device
 from .data import Corpus, check_length, get_batch
 from .errors import UserError
 from .plots import plot_losses
+from .reference import reference_report, run_settings
 from .tokenizer import CharTokenizer
 
 # --resume takes every flag of these argument groups from the checkpoint.
@@ -65,85 +67,15 @@ def plain_args(args: argparse.Namespace) -> dict:
     return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
 
 
-# --8<-- [start:reference]
-# "Is my loss normal?": tools/gen_docs.py writes this file from the runs the docs show.
-REFERENCE = Path(__file__).with_name("reference.json")
-NO_REFERENCE = "COURSE_NO_REFERENCE"  # set: no comparison (gen_docs sets it for its own runs)
-GUIDE = "docs/troubleshooting.md"
-
-
-def run_settings(args: argparse.Namespace, flags: list[str], text: str) -> dict:
-    """What decides a run's numbers: the flags ``--resume`` restores and --max-iters,
-    with the corpus named by the sha256 of its text rather than by --data."""
-    settings = {k: getattr(args, k) for k in flags if k != "data"}
-    settings = json.loads(json.dumps({**settings, "max_iters": args.max_iters}, default=str))
-    settings["corpus_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    return settings
-
-
-def reference_report(metrics: dict, settings: dict, device: str, resumed: bool = False,
-                     path: Path | None = None) -> list[str]:
-    """Compare a finished run with the reference for the same settings, if there is one.
-
-    Returns the lines to print: [] without a reference file, one line when none of
-    its references has these settings, else the reference, the verdict and, outside
-    the range, the likely causes. Never raises for a missing or broken file.
-    """
-    path = path or REFERENCE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        refs = data["references"]
-        ref = next((r for r in refs if r["settings"] == settings), None)
-        if ref is None:
-            names = ", ".join(r["name"] for r in refs)
-            return [f"is this loss normal? no reference for these settings (there is one for: "
-                    f"{names}); see {GUIDE}"]
-        return compare_to_reference(metrics, ref, data, device, resumed)
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        return [f"is this loss normal? {path.name} is unreadable ({type(e).__name__}: {e}); "
-                "no comparison"]
-
-
-def compare_to_reference(metrics: dict, ref: dict, data: dict, device: str,
-                         resumed: bool) -> list[str]:
-    val, tol, here = ref["val_loss"], ref["tolerance"], metrics["val_loss"]
-    lines = [f"is this loss normal? reference for these settings ({ref['name']}): val loss "
-             f"{val:.4f} +- {tol:.4f}, best {ref['best_val_loss']:.4f}, "
-             f"{ref['train_seconds']:.1f} s of training",
-             f"  from {data['made_by']}: torch {data['torch']} on {data['device']}"
-             + (f", {ref['precision']}" if ref.get("precision") else "")
-             + f"; the range is {data['tolerance_is']}"]
-    if metrics["interrupted"]:
-        return lines + [f"  this run stopped at step {metrics['steps']}, before the end: "
-                        "no verdict"]
-    if abs(here - val) <= tol:
-        lines.append(f"  this run: val loss {here:.4f}, within the expected range")
-    else:
-        side = "above" if here > val else "below"
-        lines.append(f"  this run: val loss {here:.4f}, {abs(here - val) - tol:.4f} {side} the "
-                     f"expected range {val - tol:.4f} to {val + tol:.4f}. Likely causes:")
-        if device.split(":")[0] != data["device"]:
-            lines.append(f"  - it trained on {device}, the reference on {data['device']}: other "
-                         "hardware sums in another order and rounds differently, and over "
-                         "thousands of steps the two runs drift apart")
-        if torch.__version__.split("+")[0] != data["torch"].split("+")[0]:
-            lines.append(f"  - torch {torch.__version__} here, {data['torch']} for the "
-                         "reference: kernels change between versions")
-        if ref.get("precision"):
-            lines.append(f"  - the reference computed in {ref['precision']}; if this run's "
-                         "'precision:' line says otherwise, the numbers differ")
-        lines.append("  - otherwise: a change to the code or the data; `git status` and `git "
-                     f"diff` show what changed. More in {GUIDE}")
-    seconds = metrics["train_seconds"]
-    if not resumed and seconds > 2 * ref["train_seconds"]:
-        lines.append(f"  time: {seconds:.1f} s, {seconds / ref['train_seconds']:.1f}x the "
-                     "reference's: a slower CPU, or a busy machine (other programs on the "
-                     "cores). The harness times 1..all threads and keeps the fastest (the "
-                     "'threads:' line); --threads N pins the count")
-    return lines
-# --8<-- [end:reference]
+def param_breakdown(model: torch.nn.Module) -> dict[str, int]:
+    """Parameter counts by part of the model (``transformer.wte``, ..., ``lm_head``), and
+    the total. A weight that two parts share (tied) counts once, under the first."""
+    parts: dict[str, int] = {}
+    for name, p in model.named_parameters():  # lists a shared tensor only once
+        depth = 2 if name.startswith("transformer.") else 1
+        part = ".".join(name.split(".")[:depth])
+        parts[part] = parts.get(part, 0) + p.numel()
+    return {**parts, "total": sum(parts.values())}
 
 
 # --8<-- [start:estimate_loss]
@@ -193,68 +125,70 @@ def restore_rng(state: dict, batches: torch.Generator) -> None:
 # --8<-- [start:stopflag]
 class StopFlag:
     """Ctrl-C sets a flag; the loop stops at the next step boundary, so the saved
-    model and optimizer are always a consistent, resumable pair."""
+    model and optimizer are always a consistent, resumable pair. Under torchrun
+    every process stops at the same step, and a signal that reaches a process
+    twice for one key press (the terminal's, then torchrun's) counts once."""
 
-    def __init__(self):
-        self.stop = False
+    def __init__(self, world: int = 1):
+        self.world, self.at = world, None
 
     def __enter__(self):
         self.previous = signal.signal(signal.SIGINT, self._handler)
+        if self.world > 1:
+            self.previous_term = signal.signal(signal.SIGTERM, self._handler)
         return self
 
     def _handler(self, signum, frame):
-        if self.stop:  # a second Ctrl-C: the user really wants out now
-            raise KeyboardInterrupt
-        self.stop = True
+        if self.at is not None and (self.world == 1 or time.monotonic() - self.at > 2.0):
+            raise KeyboardInterrupt  # pressed again: the user really wants out now
+        self.at = self.at or time.monotonic()
+
+    @property
+    def stop(self) -> bool:
+        stop = self.at is not None
+        if self.world > 1:  # stop when any process was told to
+            flag = torch.tensor([float(stop)])
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            stop = bool(flag.item())
+        return stop
 
     def __exit__(self, *exc):
         signal.signal(signal.SIGINT, self.previous)
+        if self.world > 1:
+            signal.signal(signal.SIGTERM, self.previous_term)
 # --8<-- [end:stopflag]
 
 
 # --8<-- [start:threads]
-class ThreadTuner:
-    """Picks how many CPU threads PyTorch uses, by timing training steps.
+def pick_threads(threads: int | None, one_step: Callable[[], object]) -> str:
+    """Set how many CPU threads PyTorch uses for the whole run; returns the line to print.
 
     More threads are faster on an idle machine, but when another program keeps a
     core busy, threads that wait for each other can make every step 2-3x slower.
-    So: time a few steps at each candidate count, keep the fastest, and time them
-    again every ``every`` seconds in case the machine got busier or quieter.
-    ``threads`` (the --threads flag) pins the count instead.
+    So we time ``one_step`` (a forward and backward pass) at each candidate count
+    once, before training, and keep the fastest. The count never changes during
+    the run (another count would round sums differently), so the printed
+    ``--threads N`` repeats the run number for number.
     """
-
-    def __init__(self, threads: int | None, trial: int = 6, every: float = 30.0):
-        top = threads or torch.get_num_threads()
-        torch.set_num_threads(top)
-        self.pinned, self.trial, self.every = threads is not None, trial, every
-        self.choices = sorted({1, top} | {2 ** i for i in range(1, 8) if 2 ** i < top})
-        self.plan = [] if self.pinned or len(self.choices) == 1 else list(self.choices)
-        self.samples: dict[int, list[float]] = {}
-        self.best, self.recheck_at = top, math.inf
-
-    def before_step(self) -> None:
-        if self.plan:
-            torch.set_num_threads(self.plan[0])
-
-    def after_step(self, seconds: float) -> str | None:
-        """Record one step's time; returns a note when the choice changes."""
-        if self.plan:
-            times = self.samples.setdefault(self.plan[0], [])
-            times.append(seconds)
-            if len(times) >= self.trial:
-                self.plan.pop(0)
-            if not self.plan:  # every candidate timed: keep the fastest (first step: warm-up)
-                speed = {n: statistics.median(t[1:]) for n, t in self.samples.items()}
-                best, self.best = self.best, min(speed, key=speed.get)
-                torch.set_num_threads(self.best)
-                self.samples, self.recheck_at = {}, time.monotonic() + self.every
-                if best != self.best or not hasattr(self, "told"):
-                    self.told = True
-                    return f"threads: {self.best} (ms per step: " + ", ".join(
-                        f"{n}: {1000 * t:.1f}" for n, t in sorted(speed.items())) + ")"
-        elif time.monotonic() >= self.recheck_at:
-            self.plan = list(self.choices)
-        return None
+    if threads:
+        torch.set_num_threads(threads)
+        return f"threads: {threads} (--threads)"
+    top = torch.get_num_threads()
+    counts = sorted({1, top} | {2 ** i for i in range(1, 8) if 2 ** i < top})
+    if len(counts) == 1:
+        return "threads: 1"
+    ms = {}
+    for n in counts:
+        torch.set_num_threads(n)
+        one_step()  # warm-up
+        t0 = time.perf_counter()
+        for _ in range(3):
+            one_step()
+        ms[n] = (time.perf_counter() - t0) / 3 * 1000
+    best = min(ms, key=ms.get)
+    torch.set_num_threads(best)
+    timed = ", ".join(f"{n}: {t:.1f} ms" for n, t in ms.items())
+    return f"threads: {best} (timed per step: {timed}; --threads {best} repeats this run)"
 # --8<-- [end:threads]
 
 
@@ -283,8 +217,7 @@ def start_distributed(device: str, batch_size: int) -> tuple[int, int, str]:
 
 
 class Run:
-    """One training run: ``Run(args, parser)``, ``start(model, optimizer)``,
-    ``for step in steps(): ...``, ``finish()``."""
+    """One training run; see the module docstring for the order of the calls."""
 
     def __init__(self, args: argparse.Namespace, parser: argparse.ArgumentParser):
         self.args = args
@@ -308,6 +241,7 @@ class Run:
         self.batches = torch.Generator().manual_seed(args.seed)
         self.history: list[dict] = []
         self.best_val, self.best_step, self.step = float("inf"), None, 0
+        self.bar: tqdm | None = None  # the progress bar, while steps() runs
 
     # --8<-- [start:resume]
     def _restore_flags(self, parser: argparse.ArgumentParser) -> dict:
@@ -331,24 +265,20 @@ class Run:
             args.max_iters = saved["max_iters"]
         elif args.max_iters != saved["max_iters"]:
             self.say(f"note: the run was planned for --max-iters {saved['max_iters']}; it now runs "
-                  f"to {args.max_iters}. Whatever depends on the run's length (such as a "
-                  f"learning-rate schedule) follows the new length from step {ckpt['step']} on.")
+                     f"to {args.max_iters}. Whatever depends on the run's length (such as a "
+                     f"learning-rate schedule) follows the new length from step {ckpt['step']} on.")
         return ckpt
     # --8<-- [end:resume]
 
     def say(self, text: str) -> None:
+        """Print a line (only the first process does), above the progress bar if there is one."""
         if self.main:
-            print(text)
-
-    def write(self, text: str) -> None:
-        """Print a line above the progress bar (only the first process does)."""
-        if self.main:
-            self.bar.write(text)
+            self.bar.write(text) if self.bar is not None else print(text)
 
     def start(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.nn.Module:
-        """Resume the weights, optimizer and RNGs, or print a sample of the untrained model.
-        Returns the module to train: ``model``, or under torchrun its DDP wrapper, which
-        averages the gradients of all processes during ``backward()``."""
+        """Resume the weights, optimizer and RNGs, or print a sample of the untrained model;
+        pick the CPU threads. Returns the module to train: ``model``, or under torchrun its
+        DDP wrapper, which averages the gradients of all processes during ``backward()``."""
         self.model, self.optimizer = model, optimizer
         if self.resume:
             model.load_state_dict(self.resume["model"])
@@ -358,19 +288,20 @@ class Run:
             self.best_step = self.resume.get("best_step")
             self.step = self.resume["step"]
             self.say(f"resuming from {self.ckpt_path} at step {self.step} "
-                  f"(best val {self.best_val:.4f})")
-        parts = (model.param_breakdown() if hasattr(model, "param_breakdown")
-                 else {"total": sum(p.numel() for p in model.parameters())})
+                     f"(best val {self.best_val:.4f})")
+        parts = param_breakdown(model)
         self.params = parts["total"]
         c = self.corpus
         self.say(f"{__package__}: {self.params:,} parameters, vocab "
                  f"{self.vocab_size}, train {len(c.train):,} / val {len(c.val):,} tokens, "
                  f"device {self.device}" + (f", {self.world} processes" if self.world > 1 else ""))
-        if len(parts) > 1:
+        if len(parts) > 2:  # more than one part, and the total
             for name, n in parts.items():
                 self.say(f"  {name:<20}{n:>12,}")
-        if not self.resume and self.main:
-            print(f"sample before training:\n{self.sample()}\n")
+        if self.device == "cpu":
+            self.say(pick_threads(self.args.threads, self._timing_step))
+        if not self.resume:
+            self.say(f"sample before training:\n{self.sample()}\n")
         if self.main:
             self.out.mkdir(parents=True, exist_ok=True)
             self.log = (self.out / "log.jsonl").open("a" if self.resume else "w",
@@ -380,10 +311,42 @@ class Run:
         return torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[self.device] if self.device.startswith("cuda") else None)
 
+    def _timing_step(self) -> None:
+        """A forward and backward pass that changes nothing: not the weights, not the RNGs."""
+        g = torch.Generator().manual_seed(0)
+        x, y = get_batch(self.corpus.train, self.args.batch_size // self.world,
+                         self.args.block_size, g, self.device)
+        with torch.random.fork_rng(devices=[]):
+            self.model(x, y)[1].backward()
+        self.model.zero_grad(set_to_none=True)
+
+    # --8<-- [start:steps]
+    def steps(self) -> Iterator[int]:
+        """The step numbers still to train, under a progress bar; Ctrl-C ends them early."""
+        args, first = self.args, self.step
+        self.t0 = time.time()
+        self.bar = tqdm(range(first, args.max_iters), desc="training", unit="step",
+                        dynamic_ncols=True, disable=not self.main)
+        with StopFlag(self.world) as flag, self.bar:
+            for step in self.bar:
+                if flag.stop:
+                    self.say(f"Ctrl-C: stopping at step {step} and saving (continue with --resume)")
+                    break
+                yield step
+                self.step = step + 1
+        self.bar = None
+        self.wall = time.time() - self.t0
+
+    def evaluation_due(self, step: int) -> bool:
+        """Every --eval-interval steps, unless this step was evaluated before a --resume."""
+        done = self.history and self.history[-1]["step"] == step
+        return step % self.args.eval_interval == 0 and not done
+    # --8<-- [end:steps]
+
     def get_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A random (B, T) batch of inputs and targets from the training text."""
-        x, y = get_batch(self.corpus.train, self.args.batch_size, self.args.block_size, self.batches,
-                         self.device)
+        x, y = get_batch(self.corpus.train, self.args.batch_size, self.args.block_size,
+                         self.batches, self.device)
         share = len(x) // self.world  # under torchrun: this process's slice of the batch
         lo, hi = self.rank * share, (self.rank + 1) * share
         return x[lo:hi], y[lo:hi]
@@ -400,7 +363,7 @@ class Run:
                                best_step=self.best_step, args=plain_args(self.args))
 
     def evaluate(self) -> dict:
-        """Estimate the losses, log them, keep the best checkpoint and the latest."""
+        """Estimate the losses, print and log them, keep the best checkpoint and the latest."""
         splits = {"train": self.corpus.train, "val": self.corpus.val}
         losses = estimate_loss(self.model, splits, self.args, self.device)
         if not all(math.isfinite(v) for v in losses.values()):
@@ -417,6 +380,8 @@ class Run:
             if improved:
                 self.save(self.out / "best.pt")
             self.save(self.ckpt_path)
+        self.say(f"step {self.step:5d}: train loss {losses['train']:.4f}, "
+                 f"val loss {losses['val']:.4f}")
         return losses
     # --8<-- [end:checkpoints]
 
@@ -431,37 +396,13 @@ class Run:
         value = loss.item()
         if not math.isfinite(value):
             self.diverged(str(value))
-        self.bar.set_postfix(loss=f"{value:.3f}", refresh=False)
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{value:.3f}", refresh=False)
         return value
 
-    def steps(self) -> Iterator[int]:
-        """Yield step numbers; evaluate and checkpoint between steps; stop on Ctrl-C."""
-        args, first = self.args, self.step
-        tuner = ThreadTuner(getattr(args, "threads", None))
-        self.t0 = time.time()
-        self.bar = tqdm(range(first, args.max_iters), desc="training", unit="step",
-                        dynamic_ncols=True, disable=not self.main)
-        with StopFlag() as flag, self.bar:
-            for step in self.bar:
-                if flag.stop:
-                    self.write(f"Ctrl-C: stopping at step {step} and saving "
-                               "(continue with --resume)")
-                    break
-                if step % args.eval_interval == 0 and (step > first or not self.history):
-                    losses = self.evaluate()
-                    self.write(f"step {step:5d}: train loss {losses['train']:.4f}, "
-                               f"val loss {losses['val']:.4f}")
-                tuner.before_step()
-                t = time.perf_counter()
-                yield step
-                note = tuner.after_step(time.perf_counter() - t)
-                if note:
-                    self.write(note)
-                self.step = step + 1
-        self.wall = time.time() - self.t0
-
     def finish(self) -> dict:
-        """Final estimate and checkpoints, loss curve, sample and metrics.json."""
+        """Final estimate and checkpoints, loss curve, sample, metrics.json, and the
+        comparison with the reference run."""
         args, out = self.args, self.out
         if not self.history or self.history[-1]["step"] < self.step:
             losses = self.evaluate()
@@ -492,8 +433,7 @@ class Run:
         print(f"checkpoint: {self.ckpt_path} (best: {out / 'best.pt'})\n"
               f"log:        {out / 'log.jsonl'}\nloss curve: {self.png}\n"
               f"metrics:    {out / 'metrics.json'}")
-        if not os.environ.get(NO_REFERENCE):
-            settings = run_settings(args, self.flags, self.corpus.text)
-            for line in reference_report(metrics, settings, self.device, bool(self.resume)):
-                print(line)
+        settings = run_settings(args, self.flags, self.corpus.text)
+        for line in reference_report(metrics, settings, self.device, bool(self.resume)):
+            print(line)
         return metrics

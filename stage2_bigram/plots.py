@@ -24,6 +24,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
 CJK_FAMILY = "Noto Sans CJK SC"
+# Every word the figures print: pass another dict (same keys) to label them in another language.
+LABELS = {"step": "step", "loss": "cross-entropy loss (nats)", "train": "train", "val": "val"}
 
 
 def _fontconfig(command: str, pattern: str) -> list[Path]:
@@ -96,15 +98,16 @@ def use_cjk_font() -> str | None:
     return None
 
 
-def plot_losses(history: list[dict], path: str | Path, title: str = "loss") -> Path:
+def plot_losses(history: list[dict], path: str | Path, title: str = "loss",
+                labels: dict[str, str] = LABELS) -> Path:
     """Train and val loss against the step; ``history`` rows have step/train/val."""
     use_cjk_font()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     steps = [h["step"] for h in history]
-    ax.plot(steps, [h["train"] for h in history], label="train")
-    ax.plot(steps, [h["val"] for h in history], label="val")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy loss (nats)")
+    ax.plot(steps, [h["train"] for h in history], label=labels["train"])
+    ax.plot(steps, [h["val"] for h in history], label=labels["val"])
+    ax.set_xlabel(labels["step"])
+    ax.set_ylabel(labels["loss"])
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()

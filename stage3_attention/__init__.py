@@ -1,6 +1,9 @@
-"""A step of the tutorial "Build a GPT, stage by stage".
+"""Stage 3: one head of causal self-attention.
 
-Every stage folder is a self-contained package: it copies the previous stage and
-changes only what this stage teaches. Compare two stages with
-``diff -ru stage1_data stage2_bigram``.
+Characters become vectors (token embeddings) that know where they sit (position
+embeddings), and each position looks back at the ones before it, weighing them
+by relevance: predictions now depend on context.
+
+Every stage folder copies the previous one and changes only what that stage
+teaches: ``diff -ru`` of two neighbouring stage folders shows one stage's idea.
 """

@@ -24,6 +24,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 
 CJK_FAMILY = "Noto Sans CJK SC"
+# Every word the figures print: pass another dict (same keys) to label them in another language.
+LABELS = {"step": "step", "loss": "cross-entropy loss (nats)", "train": "train", "val": "val",
+          "key": "key j (attended to)", "query": "query i (predicting after)",
+          "key_pos": "key position j (attended to)", "query_pos": "query position i",
+          "weight": "attention weight", "grid": "{stage}: attention for\n{prompt!r}",
+          "panel": "layer {i}, head {j}", "head": "head {j}",
+          "layer": "layer {i} of 0..{last}: attention for\n{prompt!r}"}
 
 
 def _fontconfig(command: str, pattern: str) -> list[Path]:
@@ -96,15 +103,16 @@ def use_cjk_font() -> str | None:
     return None
 
 
-def plot_losses(history: list[dict], path: str | Path, title: str = "loss") -> Path:
+def plot_losses(history: list[dict], path: str | Path, title: str = "loss",
+                labels: dict[str, str] = LABELS) -> Path:
     """Train and val loss against the step; ``history`` rows have step/train/val."""
     use_cjk_font()
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     steps = [h["step"] for h in history]
-    ax.plot(steps, [h["train"] for h in history], label="train")
-    ax.plot(steps, [h["val"] for h in history], label="val")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy loss (nats)")
+    ax.plot(steps, [h["train"] for h in history], label=labels["train"])
+    ax.plot(steps, [h["val"] for h in history], label=labels["val"])
+    ax.set_xlabel(labels["step"])
+    ax.set_ylabel(labels["loss"])
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -123,37 +131,45 @@ def token_label(ch: str) -> str:
     return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(ch, ch)
 
 
-# --8<-- [start:plot_attention]
-def plot_attention(maps, labels: list[str], path: str | Path, title: str = "attention",
-                   row_names: list[str] | None = None, col_names: list[str] | None = None) -> Path:
-    """A grid of attention heatmaps on one shared color scale (0 to 1).
+# Figures 6.4 inches wide, shown in the docs' ~690 px column: 1 pt of text is about 1.5 px.
+WIDTH = 6.4
 
-    ``maps`` is (rows, cols, T, T), e.g. (n_layer, n_head, T, T); entry [i, j] is
-    how much query position i (row, y axis) attends to key position j (x axis).
+
+# --8<-- [start:plot_attention]
+def plot_attention(maps, path: str | Path, title: str, names: list[list[str]],
+                   chars: list[str] | None = None, labels: dict[str, str] = LABELS) -> Path:
+    """A grid of attention heatmaps on one shared colour scale, 0 to 1.
+
+    ``maps`` is (rows, cols, T, T), e.g. (n_layer, n_head, T, T); panel [r][c] is
+    titled ``names[r][c]``, and its entry [i, j] is how much query position i
+    (y axis) attends to key position j (x axis). ``chars``: one tick per
+    character; None: a few position numbers, for an overview of many panels.
     """
     use_cjk_font()
     maps = maps.detach().float().cpu()
     R, Cn, T, _ = maps.shape
-    labels = [token_label(c) for c in labels]
-    size = 1.2 + 0.22 * T
-    fig, axes = plt.subplots(R, Cn, figsize=(size * Cn + 1.2, size * R + 0.6), dpi=110,
-                             squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(R, Cn, figsize=(WIDTH, WIDTH / Cn * R * 0.9 + 0.9), dpi=160,
+                             squeeze=False, sharex=True, sharey=True, constrained_layout=True)
+    ticks = range(T) if chars else range(0, T, max(1, -(-T // 3)))
+    tick_labels = [token_label(chars[j]) for j in ticks] if chars else None
     for r in range(R):
         for c in range(Cn):
             ax = axes[r][c]
             im = ax.imshow(maps[r, c].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-            ax.set_xticks(range(T), labels, fontsize=8)
-            ax.set_yticks(range(T), labels, fontsize=8)
-            ax.tick_params(length=0)
-            name = " ".join(n for n in ((row_names or [""] * R)[r], (col_names or [""] * Cn)[c]) if n)
-            if name:
-                ax.set_title(name, fontsize=9)
-            if r == R - 1:
-                ax.set_xlabel("key (attended to)", fontsize=8)
-            if c == 0:
-                ax.set_ylabel("query (predicting after)", fontsize=8)
-    fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
-    fig.suptitle(title)
+            ax.set_title(names[r][c], fontsize=12 if chars else 10)
+            ax.set_xticks(ticks, tick_labels)
+            ax.set_yticks(ticks, tick_labels)
+            ax.tick_params(length=0, labelsize=9.5 if chars else 9)
+    if chars:
+        for ax in axes[-1]:
+            ax.set_xlabel(labels["key"], fontsize=10)
+        for row in axes:
+            row[0].set_ylabel(labels["query"], fontsize=10)
+    else:  # small panels: one label for the whole grid
+        fig.supxlabel(labels["key_pos"], fontsize=10)
+        fig.supylabel(labels["query_pos"], fontsize=10)
+    fig.colorbar(im, ax=axes, shrink=0.8).set_label(labels["weight"], fontsize=10)
+    fig.suptitle(title, fontsize=12)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -1,8 +1,8 @@
 """Train this stage's model and save it: python -m <stage>.train
 
-Loads the corpus, trains with AdamW and prints train/val loss estimates. The
-bookkeeping around the loop (checkpoints, --resume, Ctrl-C, the log and the
-figures written to --out-dir) is harness.py's job, so this file is the loop.
+Loads the corpus, builds the model and trains it. The loop below shows every
+phase of a step; the bookkeeping each phase needs (checkpoints, --resume,
+Ctrl-C, the log, the progress bar) lives in harness.py, so this file stays the lesson.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from .cli import learning_rate, non_negative_int, open_fraction, positive_int, r
 from .data import DATA_HELP
 from .harness import Run
 from .model import POSITIONS, LanguageModel, ModelConfig
-from .visualize import attention_figure, default_prompt
+from .prompts import default_prompt
+from .visualize import attention_figure
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument("--max-iters", type=non_negative_int, default=5000, help="optimizer steps in total")
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to train")
-    g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: timed, the fastest of 1..all)")
+    g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: the fastest count, timed once at the start)")
     g.add_argument("--out-dir", type=Path, default=Path("out") / __package__, help="checkpoints, log and figures go here")
     g.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt exactly where it stopped")
     g.add_argument("--sample-tokens", type=non_negative_int, default=200, help="characters sampled before and after training")
@@ -63,13 +64,15 @@ def train(args: argparse.Namespace) -> dict:
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     # --8<-- [start:train_loop]
-    for _step in run.steps():  # every --eval-interval steps: losses, log, checkpoints
+    for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
+        if run.evaluation_due(step):  # every --eval-interval steps
+            run.evaluate()  # train and val loss on fixed batches, log.jsonl, checkpoints
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        _, loss = net(xb, yb)
+        _, loss = net(xb, yb)  # forward: the mean cross-entropy over all B*T predictions
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss.backward()  # backward: the gradient of the loss for every weight
+        optimizer.step()  # move every weight a little against its gradient
     # --8<-- [end:train_loop]
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
     if run.main:  # under torchrun, only the first process writes files

@@ -5,6 +5,8 @@ Writes, into a ``figures/`` folder beside the checkpoint:
 - attention_grid.png: every layer x head attending over one prompt, one shared
   0..1 colour scale (row i: how much the prediction after character i draws on
   each earlier character j; above the diagonal is 0, the causal mask);
+- attention_layer{i}.png: the same attention, one file per layer, with the
+  prompt's characters on the axes;
 - loss.png: train and val loss from log.jsonl.
 
 Every figure is a function that returns the PNG's path, so the docs can call
@@ -16,58 +18,58 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
 from .checkpoint import default_checkpoint, load_model
 from .cli import pick_device, run_cli
-from .data import load_text, split
 from .errors import UserError
-from .model import LanguageModel
-from .plots import plot_attention, plot_losses
+from .plots import LABELS, plot_attention, plot_losses
+from .prompts import encode_prompt, prompt_from_checkpoint
 from .tokenizer import CharTokenizer
-
-
-def default_prompt(text: str, length: int) -> str:
-    """The first whole line of held-out (validation) text, cut to ``length`` characters."""
-    _, val = split(torch.arange(len(text)))
-    held_out = text[int(val[0]) :] if len(val) else text
-    start = held_out.find("\n") + 1
-    line = held_out[start:].lstrip("\n")[:length] or held_out[:length]
-    return line
-
-
-def encode_prompt(model: LanguageModel, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
-    """Check ``prompt`` fits the model and turn it into a (1, T) batch on the model's device."""
-    block_size = model.config.block_size
-    if not prompt:
-        raise UserError("the prompt is empty; give at least one character")
-    if len(prompt) > block_size:
-        raise UserError(
-            f"the prompt has {len(prompt)} characters but the model sees at most "
-            f"block_size={block_size}; use a shorter --prompt."
-        )
-    device = next(model.parameters()).device
-    return torch.tensor([tokenizer.encode(prompt)], device=device)  # (1, T)
-
 
 # --- attention ---------------------------------------------------------------------------
 
 
 @torch.no_grad()
-def attention_figure(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
-                     path: str | Path) -> Path:
-    """Forward ``prompt`` once and plot every head of every layer in one grid."""
+def attention_maps(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
+    """Forward ``prompt`` once: its attention weights, (n_layer, n_head, T, T)."""
     idx = encode_prompt(model, tokenizer, prompt)
     model.eval()
-    maps = model.attention_maps(idx)[0]  # (n_layer, n_head, T, T)
+    return model.attention_maps(idx)[0]
+
+
+def attention_figure(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str,
+                     path: str | Path, labels: dict[str, str] = LABELS) -> Path:
+    """Every head of every layer in one grid: the characters on the axes for a single
+    panel, position numbers for an overview of many."""
+    maps = attention_maps(model, tokenizer, prompt)
     L, H = maps.shape[:2]
-    return plot_attention(
-        maps, list(prompt), path, title=f"{__package__}: attention for {prompt!r}",
-        row_names=[f"layer {i}" for i in range(L)] if L > 1 else None,
-        col_names=[f"head {j}" for j in range(H)] if H > 1 else None,
-    )
+    names = [[labels["panel"].format(i=i, j=j) if L * H > 1 else "" for j in range(H)]
+             for i in range(L)]
+    title = labels["grid"].format(stage=__package__, prompt=prompt)
+    return plot_attention(maps, path, title, names, list(prompt) if L * H == 1 else None, labels)
+
+
+def attention_layer_figures(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str,
+                            out_dir: str | Path, labels: dict[str, str] = LABELS) -> list[Path]:
+    """One PNG per layer, its heads two to a row: ``out_dir/attention_layer{i}.png``."""
+    maps = attention_maps(model, tokenizer, prompt)
+    L, H, T, _ = maps.shape
+    Cn = min(H, 2)
+    R = -(-H // Cn)
+    paths = []
+    for i in range(L):
+        grid = torch.zeros(R * Cn, T, T)  # an odd head count leaves one panel empty
+        grid[:H] = maps[i]
+        names = [labels["head"].format(j=j) if j < H else "" for j in range(R * Cn)]
+        title = labels["layer"].format(i=i, last=L - 1, prompt=prompt)
+        paths.append(plot_attention(grid.view(R, Cn, T, T), Path(out_dir) / f"attention_layer{i}.png",
+                                    title, [names[r * Cn : (r + 1) * Cn] for r in range(R)],
+                                    list(prompt), labels))
+    return paths
 
 
 # --- training curves ---------------------------------------------------------------------
@@ -106,7 +108,7 @@ def loss_figure(log_path: str | Path, path: str | Path, title: str | None = None
 # --- everything at once ------------------------------------------------------------------
 
 
-def write_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
+def write_figures(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str,
                   out_dir: str | Path, log_path: str | Path | None = None) -> list[Path]:
     """Write every figure into ``out_dir``; loss.png only when ``log_path`` is given."""
     out_dir = Path(out_dir)
@@ -114,26 +116,17 @@ def write_figures(model: LanguageModel, tokenizer: CharTokenizer, prompt: str,
     if log_path is not None:
         read_log(log_path)
     paths = [attention_figure(model, tokenizer, prompt, out_dir / "attention_grid.png")]
+    paths += attention_layer_figures(model, tokenizer, prompt, out_dir)
     if log_path is not None:
         paths.append(loss_figure(log_path, out_dir / "loss.png"))
     return paths
 
 
-def prompt_from_checkpoint(ckpt: dict, length: int) -> str:
-    """A line of held-out text from the data the checkpoint was trained on."""
-    data = ckpt.get("args", {}).get("data", "en")
-    try:
-        text = load_text(data)
-    except UserError as e:
-        raise UserError(f"cannot read the training text to pick a prompt ({e}); "
-                        "pass one with --prompt.") from None
-    return default_prompt(text, length)
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "visualize", about: str = __doc__) -> argparse.ArgumentParser:
+    """The command line of a figure tool of this stage: ``python -m <stage>.<prog>``."""
     p = argparse.ArgumentParser(
-        prog=f"python -m {__package__}.visualize",
-        description=__doc__.splitlines()[0].split(": ")[0] + ".",
+        prog=f"python -m {__package__}.{prog}",
+        description=about.splitlines()[0].split(": ")[0] + ".",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt",
@@ -149,7 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def visualize(args: argparse.Namespace) -> list[Path]:
+def visualize(args: argparse.Namespace, draw: Callable[..., list[Path]] | None = None
+              ) -> list[Path]:
+    """Load the checkpoint, pick the prompt, draw the figures (``write_figures``, or
+    ``draw``) into the output folder and print their paths."""
     ckpt_path = default_checkpoint(args.ckpt)
     model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
     prompt = args.prompt
@@ -157,7 +153,8 @@ def visualize(args: argparse.Namespace) -> list[Path]:
         prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 24))
     out_dir = args.out_dir or ckpt_path.parent / "figures"
     log = ckpt_path.parent / "log.jsonl"
-    paths = write_figures(model, tokenizer, prompt, out_dir, log if log.is_file() else None)
+    paths = (draw or write_figures)(model, tokenizer, prompt, out_dir,
+                                    log if log.is_file() else None)
     print(f"checkpoint: {ckpt_path}\nprompt:     {prompt!r}\nfigures in {out_dir}:")
     for path in paths:
         print(f"  {path}")

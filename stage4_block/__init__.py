@@ -1,6 +1,9 @@
-"""A step of the tutorial "Build a GPT, stage by stage".
+"""Stage 4: the Transformer block.
 
-Every stage folder is a self-contained package: it copies the previous stage and
-changes only what this stage teaches. Compare two stages with
-``diff -ru stage1_data stage2_bigram``.
+Several attention heads at once, an MLP, residual connections and LayerNorm make
+a block; blocks stack into a deep model that still trains, with dropout against
+overfitting. Switches take each part out to measure what it buys.
+
+Every stage folder copies the previous one and changes only what that stage
+teaches: ``diff -ru`` of two neighbouring stage folders shows one stage's idea.
 """

@@ -15,8 +15,9 @@ from pathlib import Path
 import torch
 
 from .errors import UserError
-from .model import LanguageModel, ModelConfig
+from .model import LanguageModel
 from .tokenizer import CharTokenizer
+from .variants import VariantConfig, build_model
 
 FORMAT = "gpt-stages-checkpoint"
 STAGE = __package__  # e.g. "stage2_bigram"
@@ -81,10 +82,10 @@ def load_model(path: str | Path, device: str | torch.device = "cpu"
     ckpt = load_checkpoint(path, map_location=device)
     try:
         tokenizer = CharTokenizer(ckpt["vocab"])
-        config = ModelConfig(**ckpt["config"])
+        config = VariantConfig(**ckpt["config"])
         if config.vocab_size != tokenizer.vocab_size:
             raise ValueError(f"config vocab_size {config.vocab_size} != {tokenizer.vocab_size}")
-        model = LanguageModel(config)
+        model = build_model(config)
         model.load_state_dict(ckpt["model"])
     except (TypeError, ValueError, RuntimeError, KeyError) as e:
         raise UserError(f"{path} does not match this stage's model: {str(e)[:300]}") from None

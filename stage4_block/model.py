@@ -1,10 +1,12 @@
-"""The Transformer block: multi-head attention, feed-forward, residuals, LayerNorm.
+"""The Transformer block: multi-head attention, an MLP, residuals, LayerNorm.
 
 Stage 3 had one attention head. Now several heads look at the context in
-parallel (each can track something different), a small MLP thinks about what
-they gathered, residual connections let both add to the token's vector instead
-of replacing it, and LayerNorm keeps the numbers in a healthy range. Stacking
-``n_layer`` such blocks gives a deep model that still trains.
+parallel (each can track something different), a small MLP (the feed-forward
+network) thinks about what they gathered, residual connections let both add to
+the token's vector instead of replacing it, and LayerNorm keeps the numbers in a
+healthy range. Stacking ``n_layer`` such blocks gives a deep model that still
+trains. From here on the parts carry the names GPT-2 gives them (``wte``, ``h``,
+``c_attn``, ``mlp``, ...), so stage 5 and GPT-2's own weights use the same ones.
 
 >>> model = LanguageModel(ModelConfig(vocab_size=5, block_size=4, n_embd=8, n_head=2, n_layer=1))
 >>> logits, loss = model(torch.zeros(2, 3, dtype=torch.long))
@@ -24,26 +26,20 @@ from torch.nn import functional as F
 
 from .errors import UserError
 
-POSITIONS = ("learned", "sinusoidal", "none")
 ACTIVATIONS = ("relu", "gelu")
-NORMS = ("pre", "post", "none")
-ATTENTIONS = ("batched", "heads")
 
 
+# --8<-- [start:config]
 @dataclass
 class ModelConfig:
     vocab_size: int
     block_size: int = 32  # T_max: the longest context the model can see
-    n_embd: int = 64  # C: width of every token vector
-    pos: str = "learned"  # position information: learned, sinusoidal, or none
-    n_head: int = 4  # heads per block; each has head_size = n_embd // n_head
     n_layer: int = 3  # blocks stacked on top of each other
+    n_head: int = 4  # heads per block; each has head_size = n_embd // n_head
+    n_embd: int = 64  # C: width of every token vector
     dropout: float = 0.0  # probability of zeroing activations during training
-    activation: str = "relu"  # feed-forward non-linearity: relu or gelu
-    norm: str = "pre"  # LayerNorm before (pre) or after (post) each residual branch, or none
-    attention: str = "batched"  # multi-head form: batched (one matmul) or heads (a list)
-    residual: bool = True  # x + f(x); False: x = f(x), to measure what the residual path buys
-    ffwd: bool = True  # the feed-forward branch; False: attention only, to measure what it buys
+    activation: str = "relu"  # the MLP's non-linearity: relu or gelu
+# --8<-- [end:config]
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_embd", "n_head", "n_layer"):
@@ -57,120 +53,27 @@ class ModelConfig:
             )
         if not 0.0 <= self.dropout < 1.0:
             raise UserError(f"dropout must be in [0, 1), got {self.dropout}")
-        for name, allowed in (("pos", POSITIONS), ("activation", ACTIVATIONS),
-                              ("norm", NORMS), ("attention", ATTENTIONS)):
-            if getattr(self, name) not in allowed:
-                raise UserError(f"{name} must be one of {', '.join(allowed)}, "
-                                f"got {getattr(self, name)!r}")
-        for name in ("residual", "ffwd"):
-            if not isinstance(getattr(self, name), bool):
-                raise UserError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.activation not in ACTIVATIONS:
+            raise UserError(f"activation must be one of {', '.join(ACTIVATIONS)}, "
+                            f"got {self.activation!r}")
 
 
-# --8<-- [start:sinusoidal]
-def sinusoidal_positions(block_size: int, n_embd: int) -> torch.Tensor:
-    """(block_size, n_embd) table: PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(...)."""
-    pos = torch.arange(block_size, dtype=torch.float32)[:, None]  # (T, 1)
-    two_i = torch.arange(0, n_embd, 2, dtype=torch.float32)  # (ceil(C/2),)
-    angle = pos / (10000.0 ** (two_i / n_embd))  # (T, ceil(C/2))
-    pe = torch.zeros(block_size, n_embd)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle[:, : n_embd // 2])
-    return pe
-# --8<-- [end:sinusoidal]
-
-
-# --8<-- [start:dropout]
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` with a cheaper random mask on a CPU.
-
-    PyTorch's CPU dropout draws one random number per element with ``bernoulli_``,
-    which took a quarter of a small model's training step here. We draw 64 random
-    bits at a time and use them as four 16-bit numbers r, dropping an element when
-    r < p * 65536: the same dropout, with p rounded to a multiple of 1/65536 (the
-    kept values are scaled by the exact 1 / (1 - p') so the expectation is unchanged).
-    """
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not (self.training and self.p > 0 and x.is_cpu):
-            return super().forward(x)
-        cut = round(self.p * 65536)  # drop when a 16-bit number falls below this
-        n = x.numel()
-        bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
-        r = bits.view(torch.int16)[:n].view(x.shape)  # uniform on -32768 .. 32767
-        return x * (r >= cut - 32768) * (65536 / (65536 - cut))
-# --8<-- [end:dropout]
-
-
-# --8<-- [start:head]
-class Head(nn.Module):
-    """One head of self-attention: softmax(q k^T / sqrt(head_size) + mask) v."""
-
-    def __init__(self, n_embd: int, head_size: int, block_size: int, causal: bool = True,
-                 dropout: float = 0.0):
-        super().__init__()
-        self.key = nn.Linear(n_embd, head_size, bias=False)
-        self.query = nn.Linear(n_embd, head_size, bias=False)
-        self.value = nn.Linear(n_embd, head_size, bias=False)
-        self.causal = causal
-        # A buffer, not a parameter: saved with the module, moved by .to(), never trained.
-        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)), persistent=False)
-        self.dropout = Dropout(dropout)
-        self.last_attention: torch.Tensor | None = None  # (B, T, T), kept for plots
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        k = self.key(x)  # (B, T, hs)
-        q = self.query(x)  # (B, T, hs)
-        v = self.value(x)  # (B, T, hs)
-        # Scale by 1/sqrt(head_size) so the scores keep unit variance and softmax stays soft.
-        wei = q @ k.transpose(-2, -1) / math.sqrt(k.size(-1))  # (B, T, T)
-        if self.causal:
-            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))  # no peeking ahead
-        wei = F.softmax(wei, dim=-1)  # each row sums to 1
-        self.last_attention = wei.detach()
-        wei = self.dropout(wei)  # randomly drop some attention links while training
-        return wei @ v  # (B, T, hs)
-# --8<-- [end:head]
-
-
-# --8<-- [start:multihead]
-class MultiHeadAttention(nn.Module):
-    """Form 1: n_head separate heads side by side, concatenated, then projected."""
-
-    def __init__(self, n_embd: int, n_head: int, block_size: int, dropout: float = 0.0):
-        super().__init__()
-        head_size = n_embd // n_head
-        self.heads = nn.ModuleList(
-            [Head(n_embd, head_size, block_size, dropout=dropout) for _ in range(n_head)])
-        self.proj = nn.Linear(n_embd, n_embd)  # mixes what the heads found
-        self.dropout = Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.cat([h(x) for h in self.heads], dim=-1)  # n_head x (B, T, hs) -> (B, T, C)
-        return self.dropout(self.proj(out))  # (B, T, C)
-
-    @property
-    def last_attention(self) -> torch.Tensor | None:
-        if any(h.last_attention is None for h in self.heads):
-            return None  # no forward pass yet
-        return torch.stack([h.last_attention for h in self.heads], dim=1)  # (B, nh, T, T)
-# --8<-- [end:multihead]
-
-
-# --8<-- [start:batched]
+# --8<-- [start:attention]
 class CausalSelfAttention(nn.Module):
-    """Form 2: the same computation with all heads in one batched matrix multiply."""
+    """n_head heads of causal self-attention at once: one matrix product makes the
+    queries, keys and values of every head, and the heads are a batch dimension."""
 
-    def __init__(self, n_embd: int, n_head: int, block_size: int, dropout: float = 0.0):
+    def __init__(self, config: ModelConfig):
         super().__init__()
-        self.n_head = n_head
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=False)  # q, k, v for all heads at once
-        self.c_proj = nn.Linear(n_embd, n_embd)
-        self.attn_dropout = Dropout(dropout)
-        self.resid_dropout = Dropout(dropout)
-        self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)), persistent=False)
-        self.last_attention: torch.Tensor | None = None  # (B, nh, T, T)
+        C = config.n_embd
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(C, 3 * C, bias=False)  # q, k, v for all heads at once
+        self.c_proj = nn.Linear(C, C)  # mixes what the heads found
+        self.attn_dropout = nn.Dropout(config.dropout)
+        self.resid_dropout = nn.Dropout(config.dropout)
+        T = config.block_size
+        self.register_buffer("tril", torch.tril(torch.ones(T, T)), persistent=False)
+        self.last_attention: torch.Tensor | None = None  # (B, nh, T, T), kept for plots
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
@@ -187,98 +90,44 @@ class CausalSelfAttention(nn.Module):
         y = self.attn_dropout(wei) @ v  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again: (B, T, C)
         return self.resid_dropout(self.c_proj(y))
-# --8<-- [end:batched]
+# --8<-- [end:attention]
 
 
-# --8<-- [start:copy_heads]
-def copy_heads_into_batched(mha: MultiHeadAttention, csa: CausalSelfAttention) -> None:
-    """Load form 1's weights into form 2, showing where each head lives in c_attn.
+# --8<-- [start:mlp]
+class MLP(nn.Module):
+    """The feed-forward network: each token's vector on its own, C -> 4C -> C."""
 
-    c_attn's output rows are [q of head 0, q of head 1, ..., k of head 0, ..., v ...].
-    """
-    with torch.no_grad():
-        q = torch.cat([h.query.weight for h in mha.heads], dim=0)  # (C, C)
-        k = torch.cat([h.key.weight for h in mha.heads], dim=0)
-        v = torch.cat([h.value.weight for h in mha.heads], dim=0)
-        csa.c_attn.weight.copy_(torch.cat([q, k, v], dim=0))  # (3C, C)
-        csa.c_proj.load_state_dict(mha.proj.state_dict())
-# --8<-- [end:copy_heads]
-
-
-# --8<-- [start:ffwd]
-class FeedForward(nn.Module):
-    """Position-wise MLP: each token's vector on its own, C -> 4C -> C."""
-
-    def __init__(self, n_embd: int, dropout: float = 0.0, activation: str = "relu"):
+    def __init__(self, config: ModelConfig):
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_embd, 4 * n_embd),
-            nn.ReLU() if activation == "relu" else nn.GELU(),
-            nn.Linear(4 * n_embd, n_embd),
-            Dropout(dropout),
-        )
+        C = config.n_embd
+        self.c_fc = nn.Linear(C, 4 * C)
+        self.act = nn.ReLU() if config.activation == "relu" else nn.GELU()
+        self.c_proj = nn.Linear(4 * C, C)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)  # (B, T, C)
-# --8<-- [end:ffwd]
+        return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # (B, T, C)
+# --8<-- [end:mlp]
 
 
 # --8<-- [start:block]
 class Block(nn.Module):
-    """Communication (attention) then computation (feed-forward), each on a residual path."""
+    """Communication (attention) then computation (MLP), each on a residual path:
+    x + attn(ln_1(x)), then x + mlp(ln_2(x)), with LayerNorm before each branch
+    ("pre-LN", GPT-2's wiring)."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        attn_cls = CausalSelfAttention if config.attention == "batched" else MultiHeadAttention
-        self.attn = attn_cls(config.n_embd, config.n_head, config.block_size, config.dropout)
-        self.ffwd = FeedForward(config.n_embd, config.dropout, config.activation)
-        self.ln1 = nn.LayerNorm(config.n_embd)
-        self.ln2 = nn.LayerNorm(config.n_embd)
-        self.pre_norm = config.norm == "pre"
+        self.ln_1 = nn.LayerNorm(config.n_embd)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd)
+        self.mlp = MLP(config)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.pre_norm:  # GPT-2 and later: normalize the input of each branch
-            x = x + self.attn(self.ln1(x))  # (B, T, C)
-            x = x + self.ffwd(self.ln2(x))
-        else:  # the original 2017 Transformer: normalize after adding
-            x = self.ln1(x + self.attn(x))
-            x = self.ln2(x + self.ffwd(x))
+        x = x + self.attn(self.ln_1(x))  # (B, T, C)
+        x = x + self.mlp(self.ln_2(x))
         return x
 # --8<-- [end:block]
-
-
-# --8<-- [start:ablated]
-class AblatedBlock(Block):
-    """The block with a part taken out, to measure what that part buys.
-
-    --norm none: no LayerNorm; --no-residual: x = f(x) instead of x + f(x);
-    --no-ffwd: attention only.
-    """
-
-    def __init__(self, config: ModelConfig):
-        super().__init__(config)
-        if config.norm == "none":  # pre-LN wiring, nothing where the LayerNorms were
-            self.ln1, self.ln2, self.pre_norm = nn.Identity(), nn.Identity(), True
-        if not config.ffwd:
-            self.ffwd, self.ln2 = None, None
-        self.residual = config.residual
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for f, ln in ((self.attn, self.ln1), (self.ffwd, self.ln2)):
-            if f is None:  # --no-ffwd: no second branch
-                continue
-            if self.pre_norm:
-                x = x + f(ln(x)) if self.residual else f(ln(x))  # (B, T, C)
-            else:
-                x = ln(x + f(x)) if self.residual else ln(f(x))
-        return x
-
-
-def block_class(config: ModelConfig) -> type[Block]:
-    """Block, or AblatedBlock when an ablation switch takes a part out."""
-    whole = config.norm != "none" and config.residual and config.ffwd
-    return Block if whole else AblatedBlock
-# --8<-- [end:ablated]
 
 
 # --8<-- [start:model]
@@ -288,14 +137,11 @@ class LanguageModel(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
-        self.token_embedding_table = nn.Embedding(config.vocab_size, config.n_embd)
-        if config.pos == "learned":
-            self.position_embedding_table = nn.Embedding(config.block_size, config.n_embd)
-        elif config.pos == "sinusoidal":
-            self.register_buffer(
-                "position_table", sinusoidal_positions(config.block_size, config.n_embd),
-                persistent=False)
-        self.blocks = nn.Sequential(*[block_class(config)(config) for _ in range(config.n_layer)])
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(config.vocab_size, config.n_embd),  # token embeddings
+            wpe=nn.Embedding(config.block_size, config.n_embd),  # position embeddings
+            h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+        ))
         self.lm_head = nn.Linear(config.n_embd, config.vocab_size)
         self.apply(self._init_weights)
 
@@ -307,26 +153,20 @@ class LanguageModel(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def positions(self, T: int, device: torch.device) -> torch.Tensor:
-        """(T, C) position vectors, or zeros when the model is told nothing about order."""
-        if self.config.pos == "learned":
-            return self.position_embedding_table(torch.arange(T, device=device))
-        if self.config.pos == "sinusoidal":
-            return self.position_table[:T]
-        return torch.zeros(T, self.config.n_embd, device=device)
-
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = idx.shape
         if T > self.config.block_size:
             raise UserError(
-                f"sequence of {T} tokens is longer than block_size={self.config.block_size}; "
-                "crop it to the last block_size tokens (generate() does this for you)."
+                f"sequence of {T} tokens is longer than block_size="
+                f"{self.config.block_size}; crop it to the last block_size tokens "
+                "(generate() does this for you)."
             )
-        tok_emb = self.token_embedding_table(idx)  # (B, T, C)
-        x = tok_emb + self.positions(T, idx.device)  # (B, T, C) + (T, C) broadcasts
-        x = self.blocks(x)  # (B, T, C)
+        pos = torch.arange(T, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)  # (B, T, C) + (T, C)
+        for block in self.transformer.h:
+            x = block(x)  # (B, T, C)
         logits = self.lm_head(x)  # (B, T, vocab_size)
         if targets is None:
             return logits, None
@@ -340,7 +180,7 @@ class LanguageModel(nn.Module):
     def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:
         """Attention weights for ``idx``: (B, n_layer, n_head, T, T)."""
         self(idx)
-        return torch.stack([b.attn.last_attention for b in self.blocks], dim=1)
+        return torch.stack([b.attn.last_attention for b in self.transformer.h], dim=1)
 
     # --8<-- [start:generate]
     @torch.no_grad()

@@ -1,8 +1,8 @@
 """Train this stage's model and save it: python -m <stage>.train
 
-Loads the corpus, trains with AdamW and prints train/val loss estimates. The
-bookkeeping around the loop (checkpoints, --resume, Ctrl-C, the log and the
-figures written to --out-dir) is harness.py's job, so this file is the loop.
+Loads the corpus, builds the model and trains it. The loop below shows every
+phase of a step; the bookkeeping each phase needs (checkpoints, --resume,
+Ctrl-C, the log, the progress bar) lives in harness.py, so this file stays the lesson.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from .cli import (
     unit_interval,
 )
 from .data import DATA_HELP
+from .fast import use_fast_dropout
 from .harness import Run
-from .model import ACTIVATIONS, ATTENTIONS, NORMS, POSITIONS, LanguageModel, ModelConfig
-from .visualize import attention_figure, default_prompt
+from .model import ACTIVATIONS
+from .prompts import default_prompt
+from .variants import ATTENTIONS, NORMS, VariantConfig, build_model
+from .visualize import attention_figure
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,15 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("model")
     g.add_argument("--block-size", type=positive_int, default=32, help="T: context length")
     g.add_argument("--n-embd", type=positive_int, default=64, help="C: embedding width")
-    g.add_argument("--pos", default="learned", choices=POSITIONS, help="position information")
     g.add_argument("--n-head", type=positive_int, default=4, help="attention heads per block (must divide --n-embd)")
     g.add_argument("--n-layer", type=positive_int, default=3, help="Transformer blocks")
     g.add_argument("--dropout", type=unit_interval, default=0.1, help="dropout probability while training")
-    g.add_argument("--activation", default="relu", choices=ACTIVATIONS, help="feed-forward non-linearity")
+    g.add_argument("--activation", default="relu", choices=ACTIVATIONS, help="the MLP's non-linearity")
     g.add_argument("--norm", default="pre", choices=NORMS, help="LayerNorm before or after each residual branch (none: no LayerNorm, an ablation)")
     g.add_argument("--attention", default="batched", choices=ATTENTIONS, help="multi-head form")
     g.add_argument("--residual", action=argparse.BooleanOptionalAction, default=True, help="x + f(x) around each branch (--no-residual: x = f(x), an ablation)")
-    g.add_argument("--ffwd", action=argparse.BooleanOptionalAction, default=True, help="the feed-forward branch (--no-ffwd: attention only, an ablation)")
+    g.add_argument("--mlp", action=argparse.BooleanOptionalAction, default=True, help="the MLP branch (--no-mlp: attention only, an ablation)")
     g = p.add_argument_group("training")
     g.add_argument("--batch-size", type=positive_int, default=32, help="B: windows per step")
     g.add_argument("--lr", type=learning_rate, default=1e-3, help="AdamW learning rate")
@@ -58,35 +60,38 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument("--max-iters", type=non_negative_int, default=3000, help="optimizer steps in total")
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to train")
-    g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: timed, the fastest of 1..all)")
+    g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: the fastest count, timed once at the start)")
     g.add_argument("--out-dir", type=Path, default=Path("out") / __package__, help="checkpoints, log and figures go here")
     g.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt exactly where it stopped")
     g.add_argument("--sample-tokens", type=non_negative_int, default=200, help="characters sampled before and after training")
     return p
 
 
-def model_config(args: argparse.Namespace, vocab_size: int) -> ModelConfig:
-    return ModelConfig(vocab_size=vocab_size, block_size=args.block_size, n_embd=args.n_embd,
-                       pos=args.pos, n_head=args.n_head, n_layer=args.n_layer, dropout=args.dropout,
-                       activation=args.activation, norm=args.norm, attention=args.attention,
-                       residual=args.residual, ffwd=args.ffwd)
+def model_config(args: argparse.Namespace, vocab_size: int) -> VariantConfig:
+    return VariantConfig(vocab_size=vocab_size, block_size=args.block_size, n_layer=args.n_layer,
+                         n_head=args.n_head, n_embd=args.n_embd, dropout=args.dropout,
+                         activation=args.activation, norm=args.norm, attention=args.attention,
+                         residual=args.residual, mlp=args.mlp)
 
 
 def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
-    model = LanguageModel(model_config(args, run.vocab_size)).to(run.device)
+    model = build_model(model_config(args, run.vocab_size)).to(run.device)  # variants.py
+    use_fast_dropout(model)  # the same dropout with a cheaper random mask (fast.py)
     # weight_decay=0.0: PyTorch's default (0.01) would pull every weight towards 0 unseen;
     # weight decay arrives in stage 5, on the weight matrices only.
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     # --8<-- [start:train_loop]
-    for _step in run.steps():  # every --eval-interval steps: losses, log, checkpoints
+    for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
+        if run.evaluation_due(step):  # every --eval-interval steps
+            run.evaluate()  # train and val loss on fixed batches, log.jsonl, checkpoints
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        _, loss = net(xb, yb)
+        _, loss = net(xb, yb)  # forward: the mean cross-entropy over all B*T predictions
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        loss.backward()  # backward: the gradient of the loss for every weight
+        optimizer.step()  # move every weight a little against its gradient
     # --8<-- [end:train_loop]
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
     if run.main:  # under torchrun, only the first process writes files

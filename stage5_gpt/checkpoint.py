@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from .errors import UserError
-from .model import LanguageModel, ModelConfig
+from .model import GPT, GPTConfig
 from .tokenizer import CharTokenizer
 
 FORMAT = "gpt-stages-checkpoint"
@@ -76,15 +76,15 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu"
-               ) -> tuple[LanguageModel, CharTokenizer, dict]:
+               ) -> tuple[GPT, CharTokenizer, dict]:
     """Checkpoint file -> (model in eval mode, its tokenizer, the raw checkpoint)."""
     ckpt = load_checkpoint(path, map_location=device)
     try:
         tokenizer = CharTokenizer(ckpt["vocab"])
-        config = ModelConfig(**ckpt["config"])
+        config = GPTConfig(**ckpt["config"])
         if config.vocab_size != tokenizer.vocab_size:
             raise ValueError(f"config vocab_size {config.vocab_size} != {tokenizer.vocab_size}")
-        model = LanguageModel(config)
+        model = GPT(config)
         model.load_state_dict(ckpt["model"])
     except (TypeError, ValueError, RuntimeError, KeyError) as e:
         raise UserError(f"{path} does not match this stage's model: {str(e)[:300]}") from None

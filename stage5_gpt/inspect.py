@@ -25,8 +25,8 @@ from .cli import pick_device, positive_int, run_cli
 from .errors import UserError
 from .model import GPT
 from .plots import token_label
+from .prompts import encode_prompt, prompt_from_checkpoint
 from .tokenizer import CharTokenizer
-from .visualize import encode_prompt, prompt_from_checkpoint
 
 MAX_PROMPT = 16  # wider T x T matrices do not fit a terminal
 SHOW_DIMS = 8  # columns shown of x, q, k, v and the output

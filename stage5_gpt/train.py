@@ -1,19 +1,15 @@
 """Train this stage's model and save it: python -m <stage>.train
 
-Loads the corpus, trains with AdamW and prints train/val loss estimates. The
-bookkeeping around the loop (checkpoints, --resume, Ctrl-C, the log and the
-figures written to --out-dir) is harness.py's job, so this file is the loop,
-here with the GPT recipe: decay groups, warmup + cosine, gradient clipping.
+Loads the corpus, builds the model and trains it. The loop below shows every
+phase of a step; the bookkeeping each phase needs (checkpoints, --resume,
+Ctrl-C, the log, the progress bar) lives in harness.py, so this file stays the lesson.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,25 +25,12 @@ from .cli import (
 )
 from .data import DATA_HELP
 from .errors import UserError
+from .fast import autocast, use_fast_dropout
 from .harness import Run
 from .model import ACTIVATIONS, GPT, GPTConfig
-from .visualize import attention_figure, default_prompt
-
-# --8<-- [start:presets]
-# Named settings: --preset NAME sets these defaults; flags given beside it still win.
-PRESETS = {
-    # nanoGPT's configuration for a laptop CPU (its README), for side-by-side runs.
-    "nanogpt-cpu": dict(data="shakespeare", block_size=64, batch_size=12, n_layer=4, n_head=4,
-                        n_embd=128, dropout=0.0, bias=False, max_iters=2000, lr=1e-3,
-                        min_lr=1e-4, warmup_iters=100, eval_interval=250, eval_iters=20),
-    # The same model, a larger batch and learning rate, and 3000 steps: Tiny Shakespeare
-    # to a val loss under 1.80 in about two minutes on 2 CPU cores.
-    "shakespeare-2min": dict(data="shakespeare", block_size=64, batch_size=16, n_layer=4,
-                             n_head=4, n_embd=128, dropout=0.0, bias=False, max_iters=3000,
-                             lr=2e-3, min_lr=1e-4, warmup_iters=100, eval_interval=500,
-                             eval_iters=20),
-}
-# --8<-- [end:presets]
+from .presets import PRESETS, presets_help
+from .prompts import default_prompt
+from .visualize import attention_figure
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--n-head", type=positive_int, default=4, help="attention heads per block (must divide --n-embd)")
     g.add_argument("--n-layer", type=positive_int, default=4, help="Transformer blocks")
     g.add_argument("--dropout", type=unit_interval, default=0.1, help="dropout probability while training")
-    g.add_argument("--activation", default="gelu", choices=ACTIVATIONS, help="feed-forward non-linearity")
+    g.add_argument("--activation", default="gelu", choices=ACTIVATIONS, help="the MLP's non-linearity")
     g.add_argument("--bias", action=argparse.BooleanOptionalAction, default=True, help="biases in projections and LayerNorm")
     g.add_argument("--tie-weights", action="store_true", help="share token embedding and output head")
     g = p.add_argument_group("training")
@@ -85,13 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("run")
     g.add_argument("--max-iters", type=non_negative_int, default=2000, help="optimizer steps in total")
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to train")
-    g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: timed, the fastest of 1..all)")
-    g.add_argument("--compile", action="store_true", help="torch.compile the model (faster on long runs)")
+    g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: the fastest count, timed once at the start)")
     g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="precision of the forward pass (auto: bfloat16 where this GPU or CPU computes it fast, else float32)")
-    g.add_argument("--preset", choices=PRESETS, default=None, help="named settings: "
-                   + "; ".join(f"{name}: " + " ".join(f"--{k.replace('_', '-')} {v}"
-                                                      for k, v in flags.items())
-                               for name, flags in PRESETS.items()))
+    g.add_argument("--preset", choices=PRESETS, default=None, help=presets_help())
     g.add_argument("--out-dir", type=Path, default=Path("out") / __package__, help="checkpoints, log and figures go here")
     g.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt exactly where it stopped")
     g.add_argument("--sample-tokens", type=non_negative_int, default=200, help="characters sampled before and after training")
@@ -131,60 +110,32 @@ def make_optimizer(model: GPT, args: argparse.Namespace) -> torch.optim.AdamW:
 # --8<-- [end:optimizer]
 
 
-# --8<-- [start:precision]
-@functools.cache
-def bfloat16_is_fast(device: str) -> bool:
-    """Is a bfloat16 matrix product at least twice as fast as a float32 one here?
-
-    Recent GPUs, and CPUs with AVX512-BF16 or AMX, multiply bfloat16 (16-bit
-    floats with float32's range) several times faster; elsewhere it is slower.
-    On a CPU we time it rather than read the chip's feature list.
-    """
-    if device.startswith("cuda"):
-        return torch.cuda.is_bf16_supported()
-    if device != "cpu":
-        return False
-    g = torch.Generator().manual_seed(0)  # not the global generator: training's RNG stays
-    a, b = torch.randn(256, 512, generator=g), torch.randn(512, 512, generator=g)
-
-    def seconds(x: torch.Tensor, y: torch.Tensor) -> float:
-        x @ y  # warm up
-        t0 = time.perf_counter()
-        for _ in range(10):
-            x @ y
-        return time.perf_counter() - t0
-
-    return 2 * seconds(a.bfloat16(), b.bfloat16()) < seconds(a, b)
-# --8<-- [end:precision]
-
-
 def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
-    if args.dtype == "bfloat16" and run.device.split(":")[0] not in ("cpu", "cuda"):
-        raise UserError(f"--dtype bfloat16 is for a CPU or a CUDA GPU, not {run.device}; "
-                        "use --dtype float32 (or auto).")
-    bf16 = args.dtype == "bfloat16" or (args.dtype == "auto" and bfloat16_is_fast(run.device))
+    if args.min_lr > args.lr:
+        raise UserError(f"--min-lr {args.min_lr} is above --lr {args.lr}: the cosine would climb "
+                        f"instead of decaying. Give a --min-lr at most {args.lr} (e.g. --lr / 10).")
     model = GPT(model_config(args, run.vocab_size)).to(run.device)
+    use_fast_dropout(model)  # the same dropout with a cheaper random mask (fast.py)
     optimizer = make_optimizer(model, args)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
-    run.say(f"precision: {'bfloat16' if bf16 else 'float32'} forward pass (--dtype {args.dtype})")
-    if args.compile:
-        net = torch.compile(net)  # faster steps on long runs, after a slow first one
-    autocast = (torch.autocast(run.device.split(":")[0], dtype=torch.bfloat16) if bf16
-                else contextlib.nullcontext())
+    precision, dtype = autocast(args.dtype, run.device)  # bfloat16 where it is fast (fast.py)
+    run.say(f"precision: {dtype} forward pass (--dtype {args.dtype})")
     # --8<-- [start:train_loop]
-    for step in run.steps():  # every --eval-interval steps: losses, log, checkpoints
+    for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
+        if run.evaluation_due(step):  # every --eval-interval steps
+            run.evaluate()  # train and val loss on fixed batches, log.jsonl, checkpoints
         for group in optimizer.param_groups:
             group["lr"] = get_lr(step, args)  # warmup, then cosine decay
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        with autocast:  # matrix products in bfloat16 where they are fast (see --dtype)
-            _, loss = net(xb, yb)
+        with precision:
+            _, loss = net(xb, yb)  # forward: the mean cross-entropy over all B*T predictions
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # backward: the gradient of the loss for every weight
         if args.grad_clip > 0:  # one bad batch cannot throw the weights far
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        optimizer.step()
+        optimizer.step()  # move every weight a little against its gradient
     # --8<-- [end:train_loop]
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
     if run.main:  # under torchrun, only the first process writes files

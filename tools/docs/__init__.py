@@ -1,0 +1,132 @@
+"""The docs' generated numbers, tables, readings and figures: ``python -m tools.docs``.
+
+Three parts, each small:
+
+- ``store.py``, the run store: every command the docs quote (``python -m stage5_gpt.train
+  --data zh ...``, ``python -m stage5_gpt.inspect ...``) is run once and kept, keyed by
+  what can change its result;
+- ``pages/``, one module per docs page: its ``JOBS`` say which stored runs each job reads
+  and its action writes the page's files from them, into ``docs/generated/<job>/``;
+  nothing here trains: a job only reads runs, which the store makes first;
+- ``say.py``: a reading or a table is one set of facts and two templates, English and
+  Chinese.
+
+A job is data: a name, its inputs (runs, repository files, its own module's code) and an
+action. ``docs/generated/manifest.json`` records each job's input key; a job is stale
+when the key changed, and ``python -m tools.docs --check`` (a test runs it) says which.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import store
+from .say import say, table
+from .store import ROOT, Run, Stored, code_key
+
+__all__ = ["GEN", "Job", "Page", "Run", "Stored", "say", "table"]
+
+GEN = ROOT / "docs" / "generated"
+MANIFEST = GEN / "manifest.json"
+HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Job:
+    """``action(page)`` writes ``docs/generated/<name>/`` from the runs and files it reads."""
+
+    name: str
+    action: Callable[[Page], None]
+    runs: tuple[Run, ...] = ()
+    files: tuple[str, ...] = ()  # repository files or folders the action reads or runs
+
+    def key(self) -> str:
+        code = [Path(sys.modules[self.action.__module__].__file__), HERE / "say.py",
+                HERE / "__init__.py"]
+        parts = {"name": self.name, "code": code_key(*code),
+                 "files": code_key(*(ROOT / f for f in self.files)) if self.files else "",
+                 "runs": [run.key() for run in self.runs]}
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+class Page:
+    """What a job's action gets: its stored runs, and its folder to write into."""
+
+    def __init__(self, job: Job):
+        self.job, self.dir, self.facts = job, GEN / job.name, {}
+
+    def stored(self, run: Run) -> Stored:
+        assert run in self.job.runs, f"job {self.job.name} reads {run.id} but does not list it"
+        return store.make(run)
+
+    def folder(self, run: Run) -> Path:
+        """The run's output folder: its checkpoints and the files it drew."""
+        assert run in self.job.runs, f"job {self.job.name} reads {run.id} but does not list it"
+        return store.folder(run)
+
+    def write(self, name: str, text: str) -> None:
+        path = self.dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
+
+    def both(self, name: str, texts: dict[str, str]) -> None:
+        """An English and a Chinese file: ``name.md`` and ``name.zh.md``."""
+        self.write(f"{name}.md", texts["en"])
+        self.write(f"{name}.zh.md", texts["zh"])
+
+    def copy(self, src: Path, name: str) -> None:
+        (self.dir / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, self.dir / name)
+
+    def fact(self, name: str, value) -> None:
+        """A number or word the pages' prose may quote or check (docs/hooks/facts.py)."""
+        self.facts[name] = value
+
+
+def jobs() -> list[Job]:
+    from .pages import JOBS
+
+    return JOBS
+
+
+def manifest() -> dict:
+    try:
+        return json.loads(MANIFEST.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def stale(chosen: list[Job]) -> list[Job]:
+    recorded = manifest()
+    return [j for j in chosen if recorded.get(j.name, {}).get("key") != j.key()]
+
+
+def make(chosen: list[Job]) -> None:
+    """Make the stale runs these jobs read, then run the jobs, each into a clean folder."""
+    runs = list(dict.fromkeys(r for j in chosen for r in j.runs))
+    todo = [r for r in runs if not store.fresh(r)]
+    missing = [r for r in todo if not store.available(r)]
+    if missing:
+        sys.exit("these runs need a classic corpus: " + ", ".join(r.command for r in missing)
+                 + "\npass --shakespeare PATH / --tang FOLDER once (they are kept in .cache/)")
+    print(f"{len(todo)} runs to make, then {len(chosen)} jobs", flush=True)
+    store.make_all(todo)
+    recorded = manifest()
+    for job in chosen:
+        t0 = time.time()
+        print(f"[{job.name}]", flush=True)
+        page = Page(job)
+        shutil.rmtree(page.dir, ignore_errors=True)
+        job.action(page)
+        if page.facts:
+            page.write("facts.json", json.dumps(page.facts, ensure_ascii=False, indent=1))
+        recorded[job.name] = {"key": job.key(), "seconds": round(time.time() - t0, 1)}
+        MANIFEST.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
+                            encoding="utf-8")

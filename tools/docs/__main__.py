@@ -1,0 +1,79 @@
+"""Regenerate the docs' numbers and figures from stored runs: python -m tools.docs
+
+    python -m tools.docs --list             # every job and run: fresh or stale, and its time
+    python -m tools.docs                    # make what is stale: runs first, then jobs
+    python -m tools.docs stage5 compare     # these pages' jobs (and the stale runs they read)
+    python -m tools.docs --check            # exit 1 if anything is stale (the tests run it)
+    python -m tools.docs --shakespeare PATH --tang FOLDER   # the classic corpora, once
+
+Runs keyed by meaning: a comment or docstring edit makes nothing stale; an edit to a
+stage's drawing code (lens.py, visualize.py, ...) makes only the commands that draw
+stale, which read the stored checkpoints; an edit to its model makes its trainings
+stale. The Tiny Shakespeare and Tang runs need the corpus in .cache/docs/data/, put there
+by --shakespeare and --tang (a local copy: nothing is downloaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import jobs, make, manifest, stale, store
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
+def listing(all_jobs) -> str:
+    recorded, lines, todo = manifest(), [], 0.0
+    runs = list(dict.fromkeys(r for j in all_jobs for r in j.runs))
+    for run in runs:
+        stored = store.load(run)
+        state = "fresh" if store.fresh(run) else "stale"
+        seconds = stored.seconds if stored else 60.0
+        todo += seconds if state == "stale" else 0
+        lines.append(f"{state:6}{minutes(seconds):>9}  {run.command}")
+    stale_jobs = {j.name for j in stale(all_jobs)}
+    for job in all_jobs:
+        seconds = recorded.get(job.name, {}).get("seconds", 5.0)
+        state = "stale" if job.name in stale_jobs else "fresh"
+        todo += seconds if state == "stale" else 0
+        lines.append(f"{state:6}{minutes(seconds):>9}  job {job.name}: {len(job.runs)} runs")
+    n = sum(line.startswith("stale") for line in lines)
+    return "\n".join(lines + [f"{n} stale; making them takes about {minutes(todo)}"
+                              if n else "everything is fresh"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tools.docs", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 1)[1])
+    p.add_argument("pages", nargs="*", metavar="PAGE", help="jobs whose name starts with PAGE")
+    p.add_argument("--list", action="store_true", help="list every run and job and its state")
+    p.add_argument("--check", action="store_true", help="exit 1 if anything is stale")
+    p.add_argument("--shakespeare", type=Path, help="a local copy of tinyshakespeare.txt")
+    p.add_argument("--tang", type=Path, help="a folder with the 58 poet.tang.*.json files")
+    args = p.parse_args(argv)
+    all_jobs = jobs()
+    if args.list:
+        print(listing(all_jobs))
+        return 0
+    behind = stale(all_jobs)
+    if args.check:
+        if behind:
+            print(f"stale: {', '.join(j.name for j in behind)}; run `python -m tools.docs` "
+                  "(it makes only those; --list shows why and how long)")
+        return 1 if behind else 0
+    store.provide(args.shakespeare, args.tang)
+    unknown = [n for n in args.pages if not any(j.name.startswith(n) for j in all_jobs)]
+    if unknown:
+        p.error(f"no page {', '.join(unknown)}; pages: {', '.join(j.name for j in all_jobs)}")
+    chosen = [j for j in all_jobs if any(j.name.startswith(n) for n in args.pages)] or behind
+    make(chosen)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

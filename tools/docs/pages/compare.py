@@ -1,0 +1,57 @@
+"""The compare page: every stage at its defaults on each corpus, side by side; on the
+built-in corpora with three seeds, so that a difference between two stages can be set
+against the spread between seeds of one stage."""
+
+from __future__ import annotations
+
+from .. import Job, Page, table
+from . import BUILTIN, CLASSIC, PRESETS, SEEDS, STAGES, preset, train
+
+RUNS = {(stage, data, seed): train(stage, data, seed=seed)
+        for stage in STAGES for data in BUILTIN for seed in SEEDS}
+CLASSIC_RUNS = {(stage, data): train(stage, data) for stage in STAGES for data in CLASSIC}
+PRESET_RUNS = {data: preset(name) for data, name in PRESETS.items()}
+HEAD = {"en": ["stage", "parameters", "best val (seed 1337)", "best val, 3 seeds", "spread",
+               "better than the stage before by", "train − val gap", "time (s)"],
+        "zh": ["阶段", "参数量", "最低验证损失（种子 1337）", "三个种子的最低验证损失", "种子间差异",
+               "比上一阶段低", "验证减训练", "时间（秒）"]}
+
+
+def write(page: Page) -> None:
+    for data in BUILTIN:
+        rows, before = [], None
+        for stage in STAGES:
+            runs = [page.stored(RUNS[stage, data, s]).metrics for s in SEEDS]
+            best = [m["best_val_loss"] for m in runs]
+            mean, spread, m = sum(best) / len(best), max(best) - min(best), runs[0]
+            gain = before - mean if before is not None else None
+            key = f"{data}.{stage[:6]}"
+            for name, value in (("params", m["params"]), ("best", m["best_val_loss"]),
+                                ("mean", mean), ("spread", spread), ("gap", m["val_loss"] - m["train_loss"]),
+                                ("seconds", m["train_seconds"]), ("gain", gain)):
+                page.fact(f"{key}.{name}", value)
+            rows.append((f"`{stage}`", f"{m['params']:,}", m["best_val_loss"],
+                         " / ".join(f"{b:.4f}" for b in best), f"{spread:.4f}",
+                         "" if gain is None else f"{gain:.4f}",
+                         f"{m['val_loss'] - m['train_loss']:.4f}", f"{m['train_seconds']:.0f}"))
+            page.write(f"sample_{data}_{stage}.txt", m["sample"])
+            before = mean
+        page.both(f"table_{data}", table(HEAD, rows, right={1, 2, 3, 4, 5, 6, 7}))
+    rows = []
+    for data in CLASSIC:
+        runs = [(f"`{s}`", CLASSIC_RUNS[s, data]) for s in STAGES]
+        runs.append((f"`stage5_gpt --preset {PRESETS[data]}`", PRESET_RUNS[data]))
+        for label, run in runs:
+            m = page.stored(run).metrics
+            rows.append((data, label, f"{m['params']:,}", m["best_val_loss"], m["val_loss"],
+                         f"{m['train_seconds']:.0f}"))
+            page.fact(f"{data}.{label.strip('`').split()[0][:6]}"
+                      + ("_preset" if "preset" in label else "") + ".best", m["best_val_loss"])
+    page.both("table_classic", table(
+        {"en": ["corpus", "stage", "parameters", "best val", "final val", "time (s)"],
+         "zh": ["语料", "阶段", "参数量", "最低验证损失", "最后的验证损失", "时间（秒）"]},
+        rows, right={2, 3, 4, 5}))
+
+
+JOBS = [Job("compare", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(),
+                                    *PRESET_RUNS.values()))]

@@ -1,0 +1,246 @@
+"""Stage 3 page: from averaging the past to one head of attention, the causal mask,
+positions, the shapes of one forward pass, and what the trained head looks at."""
+
+from __future__ import annotations
+
+import math
+
+from .. import Job, Page, Run, table
+from . import ZH_LABELS, train
+from .stage2 import training
+
+CORPORA = ("en", "zh", "shakespeare", "tang")
+RUNS = {d: train("stage3_attention", d) for d in CORPORA}
+POS = {p: train("stage3_attention", "en", "--pos", p) for p in ("sinusoidal", "none")}
+BUILDUP = Run("stage3_attention", module="buildup")
+FORMS = {"en": ("1. loop", "2. tril matrix product", "3. masked softmax", "4. self-attention (q · k)"),
+         "zh": ("1. 循环", "2. tril 矩阵乘法", "3. 带掩码的 softmax", "4. 自注意力（q · k）")}
+WORDS = {  # the other words of this page's figures
+    "en": {"weight_of": "weight of position j in row i", "weight": "weight",
+           "weights": "Row i: how much position i takes from position j.\n"
+                      "The same averages three ways, then weights from the data",
+           "allowed": "allowed", "blocked": "blocked", "mask": "mask: j ≤ i allowed",
+           "scores": "scores q·k/√hs", "masked": "scores after masking",
+           "softmax": "weights: softmax per row",
+           "mask_title": "The causal mask: scores above the diagonal become −∞,\n"
+                         "so their weight after the softmax is exactly 0",
+           "column": "column i of the vector (even: sin, odd: cos)", "position": "position p",
+           "pe": "PE[p, i], block_size={T}, n_embd={C}", "curves": "a few columns against p"},
+    "zh": {"weight_of": "第 i 行中位置 j 的权重", "weight": "权重",
+           "weights": "第 i 行：位置 i 从位置 j 取多少。\n前三种写法算出同样的平均，第四种的权重来自数据",
+           "allowed": "允许", "blocked": "屏蔽", "mask": "掩码：允许 j ≤ i",
+           "scores": "分数 q·k/√hs", "masked": "掩码之后的分数", "softmax": "权重：逐行 softmax",
+           "mask_title": "因果掩码：对角线以上的分数变成 −∞，\n所以经过 softmax 后它们的权重恰好为 0",
+           "column": "向量的第 i 列（偶数列 sin，奇数列 cos）", "position": "位置 p",
+           "pe": "PE[p, i]，block_size={T}，n_embd={C}", "curves": "几列随位置 p 的变化"},
+}
+
+
+def heat(ax, m, title: str, vmin=0.0, vmax=1.0, cmap="viridis", text=None):
+    """One annotated T x T heat map; -inf shows grey, as "−∞"."""
+    import numpy as np
+
+    data = np.array(m, dtype=float)
+    im = ax.imshow(np.ma.masked_invalid(np.where(np.isinf(data), np.nan, data)), cmap=cmap,
+                   vmin=vmin, vmax=vmax)
+    im.cmap.set_bad("#d0d0d0")
+    T = data.shape[0]
+    for i in range(T):
+        for j in range(T):
+            v = data[i, j]
+            label = text[i][j] if text else ("−∞" if np.isinf(v) else f"{v:.2f}")
+            dark = not text and not np.isinf(v) and (v - vmin) / (vmax - vmin or 1) < 0.55
+            ax.text(j, i, label, ha="center", va="center", fontsize=9,
+                    color="white" if dark else "black")
+    ax.set_xticks(range(T), [f"j={j}" for j in range(T)], fontsize=8)
+    ax.set_yticks(range(T), [f"i={i}" for i in range(T)], fontsize=8)
+    ax.tick_params(length=0)
+    ax.set_title(title, fontsize=10)
+    return im
+
+
+def buildup_figures(page: Page, lang: str) -> None:
+    """The weights of the four steps, and the causal mask step by step."""
+    import torch
+
+    from stage3_attention import buildup
+    from stage3_attention.plots import plt
+
+    w, T = WORDS[lang], buildup.T_EXAMPLE
+    ex = buildup.example()
+    mats = [buildup.weights_of(f, T) for f in (buildup.average_loop, buildup.average_matmul,
+                                                  buildup.average_softmax)] + [ex["wei"][0]]
+    fig, axes = plt.subplots(2, 2, figsize=(8, 7.6), dpi=120, constrained_layout=True)
+    for ax, title, m in zip(axes.flat, FORMS[lang], mats, strict=True):
+        im = heat(ax, m, title)
+    fig.colorbar(im, ax=axes, shrink=0.6, label=w["weight_of"])
+    fig.suptitle(w["weights"])
+    fig.savefig(page.dir / f"buildup_weights{'' if lang == 'en' else '_zh'}.png")
+    plt.close(fig)
+
+    x, (W_q, W_k, _) = ex["x"], ex["W"]
+    scores = ((x @ W_q) @ (x @ W_k).transpose(-2, -1) / math.sqrt(x.shape[-1]))[0]
+    tril = torch.ones(T, T).tril()
+    lim = float(scores.abs().max())
+    fig, axes = plt.subplots(2, 2, figsize=(8, 7.6), dpi=120, constrained_layout=True)
+    a = axes.flat
+    heat(a[0], tril, w["mask"], cmap="Greens", vmin=-0.3, vmax=1.3,
+         text=[[w["allowed"] if tril[i, j] else w["blocked"] for j in range(T)] for i in range(T)])
+    heat(a[1], scores, w["scores"], -lim, lim, "coolwarm")
+    heat(a[2], scores.masked_fill(tril == 0, float("-inf")), w["masked"], -lim, lim, "coolwarm")
+    im = heat(a[3], ex["wei"][0], w["softmax"])
+    fig.colorbar(im, ax=a[3], shrink=0.8, label=w["weight"])
+    fig.suptitle(w["mask_title"])
+    fig.savefig(page.dir / f"causal_mask{'' if lang == 'en' else '_zh'}.png")
+    plt.close(fig)
+
+
+def sinusoidal(page: Page) -> None:
+    """The fixed table of --pos sinusoidal at the defaults: a figure and its numbers."""
+    import torch
+
+    from stage3_attention.model import ModelConfig, sinusoidal_positions
+    from stage3_attention.plots import plt
+
+    cfg = ModelConfig(vocab_size=1)
+    T, C = cfg.block_size, cfg.n_embd
+    pe = sinusoidal_positions(T, C)
+    for lang in ("en", "zh"):
+        w = WORDS[lang]
+        fig, (a, b) = plt.subplots(2, 1, figsize=(7.5, 9), dpi=120, constrained_layout=True)
+        im = a.imshow(pe.numpy(), cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        a.set(xlabel=w["column"], ylabel=w["position"], title=w["pe"].format(T=T, C=C))
+        fig.colorbar(im, ax=a, shrink=0.9)
+        for col in (0, 1, 8, 9, 24, 25):
+            b.plot(range(T), pe[:, col], marker="o", markersize=2.5, label=f"i = {col}")
+        b.set(xlabel=w["position"], ylabel="PE[p, i]", title=w["curves"])
+        b.grid(alpha=0.3)
+        b.legend(fontsize=8, ncols=3)
+        fig.savefig(page.dir / f"sinusoidal{'' if lang == 'en' else '_zh'}.png")
+        plt.close(fig)
+    unit = pe / pe.norm(dim=1, keepdim=True)
+    sim = unit @ unit.T
+    slow = pe[:, C // 2:] / pe[:, C // 2:].norm(dim=1, keepdim=True)
+    for d in (1, 2, 4, 8, 16, T - 1):
+        page.fact(f"pe.sim_{d}", sim.diagonal(d).mean().item())
+    page.fact("pe.slow_far", (slow @ slow.T).diagonal(T - 1).mean().item())
+    for col in (0, 8, 24, C - 2):
+        page.fact(f"pe.wavelength_{col}", 2 * math.pi * 10000 ** (col / C))
+    page.fact("pe.last_first", pe[0, C - 1].item())
+    page.fact("pe.last_last", pe[T - 1, C - 1].item())
+    assert torch.allclose(pe[:, 0], torch.sin(torch.arange(T).float()))
+
+
+def shapes(page: Page) -> None:
+    """Every tensor of one forward pass at the defaults, read off the real model, and the
+    parameter count by part, checked against its formula."""
+    import torch
+
+    from stage3_attention.model import LanguageModel, ModelConfig
+
+    cfg = ModelConfig(vocab_size=vocab(page, "en"))
+    torch.manual_seed(1337)
+    model, (B, T), seen = LanguageModel(cfg), (4, 8), {}
+    head = model.sa_head
+    for name in ("query", "key", "value"):
+        getattr(head, name).register_forward_hook(
+            lambda m, i, o, name=name: seen.__setitem__(name, tuple(o.shape)))
+    idx = torch.randint(0, cfg.vocab_size, (B, T))
+    logits, loss = model(idx, idx)
+    V, C = cfg.vocab_size, cfg.n_embd
+    rows = [("`idx`", "$(B, T)$", tuple(idx.shape)), ("`q`, `k`, `v`", "$(B, T, C)$", seen["query"]),
+            ("`wei`", "$(B, T, T)$", tuple(head.last_attention.shape)),
+            ("`logits`", "$(B, T, V)$", tuple(logits.shape))]
+    assert rows[1][2] == (B, T, C) and rows[3][2] == (B, T, V)
+    page.both("shapes", table({"en": ["tensor", "shape", "here"], "zh": ["张量", "形状", "本例"]},
+                              [(t, s, f"`{here}`") for t, s, here in rows]))
+    counts = {n: p.numel() for n, p in model.named_parameters()}
+    Tm = cfg.block_size
+    parts = [("token_embedding_table", "$V C$", V * C), ("position_embedding_table", "$T_{\\max} C$", Tm * C),
+             ("sa_head", "$3 C^2$", 3 * C * C), ("lm_head", "$C V + V$", C * V + V)]
+    for name, _, n in parts:
+        assert sum(c for k, c in counts.items() if k.startswith(name)) == n, name
+    page.both("params", table({"en": ["part", "formula", "count"], "zh": ["部分", "公式", "个数"]},
+                              [(f"`{n}`", f, f"{c:,}") for n, f, c in parts], right={2}))
+    page.fact("params", sum(counts.values()))
+
+
+def vocab(page: Page, data: str) -> int:
+    """V of a corpus, read off the run: the token embedding has V rows of n_embd numbers."""
+    from stage3_attention.tokenizer import CharTokenizer
+
+    return len(CharTokenizer.load(page.folder(RUNS[data]) / "vocab.json").chars)
+
+
+def trained_head(page: Page, data: str) -> None:
+    """What the trained head looks at on the default prompt: weight by distance."""
+    import torch
+
+    from stage3_attention.checkpoint import load_model
+    from stage3_attention.prompts import default_prompt
+    from stage3_attention.visualize import attention_figure
+
+    model, tok, ckpt = load_model(page.folder(RUNS[data]) / "best.pt")
+    from stage3_attention.data import load_text
+
+    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
+    maps = model.attention_maps(torch.tensor([tok.encode(prompt)]))[0, 0, 0]  # (T, T)
+    T = maps.shape[0]
+    page.copy(page.folder(RUNS[data]) / "attention.png", f"attention_{data}.png")
+    attention_figure(model, tok, prompt, page.dir / f"attention_{data}_zh.png", ZH_LABELS)
+    by = {d: maps.diagonal(-d).mean().item() for d in range(T)}
+    page.fact(f"{data}.head.prompt", prompt)
+    for d in range(6):
+        page.fact(f"{data}.head.at_{d}", by[d])
+    page.fact(f"{data}.head.top", max(by, key=by.get))
+    page.fact(f"{data}.head.near3", sum(maps[i, i - 2: i + 1].sum().item() for i in range(2, T)) / (T - 2))
+
+
+def worked(page: Page) -> None:
+    """The 3 x 3 example of the page, computed, as TeX: Q, K, V, the scores, the mask, the
+    weights and the output."""
+    import torch
+
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    k = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])
+    v = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
+    scaled = q @ k.T / math.sqrt(2)
+    mask = torch.zeros(3, 3).masked_fill(torch.ones(3, 3).tril() == 0, float("-inf"))
+    weights = torch.softmax(scaled + mask, dim=-1)
+
+    def tex(m: torch.Tensor) -> str:
+        rows = [" & ".join(r"-\infty" if math.isinf(x) else f"{x:.2f}".rstrip("0").rstrip(".")
+                           for x in row.tolist()) for row in m]
+        return r"\begin{bmatrix}" + r" \\ ".join(rows) + r"\end{bmatrix}"
+
+    for name, m in {"Q": q, "K": k, "V": v, "QK": q @ k.T, "scaled": scaled, "M": mask,
+                    "weights": weights, "out": weights @ v, "out2": (weights @ v)[2:]}.items():
+        page.fact(f"worked.{name}", tex(m))
+    page.fact("worked.terms", " + ".join(f"{weights[2, j]:.2f}" + r"\," + tex(v[j:j + 1])
+                                         for j in range(3)))
+
+
+def write(page: Page) -> None:
+    training(page, "stage3_attention", RUNS)
+    for data in ("en", "zh"):
+        trained_head(page, data)
+    out = page.stored(BUILDUP).stdout
+    for i, part in enumerate(out.split("== ")[1:], start=1):
+        page.write(f"buildup_{i}.txt", part.split("\n", 1)[1].strip("\n"))
+    for lang in ("en", "zh"):
+        buildup_figures(page, lang)
+    sinusoidal(page)
+    shapes(page)
+    worked(page)
+    rows = [("learned", page.stored(RUNS["en"]))] + [(p, page.stored(r)) for p, r in POS.items()]
+    page.both("positions", table(
+        {"en": ["flags", "parameters", "train loss", "val loss"],
+         "zh": ["参数", "参数量", "训练损失", "验证损失"]},
+        [(f"`--pos {p}`", f"{s.metrics['params']:,}", s.metrics["train_loss"],
+          s.metrics["val_loss"]) for p, s in rows], right={1, 2, 3}))
+    for p, s in rows:
+        page.fact(f"pos_{p}.val_loss", s.metrics["val_loss"])
+
+
+JOBS = [Job("stage3", write, runs=(*RUNS.values(), *POS.values(), BUILDUP),
+            files=("stage3_attention",))]

@@ -1,0 +1,69 @@
+"""Stage 4 page: the block trained on every corpus, its attention layer by layer, its
+variants, and what each part buys (a part taken out, against the spread of seeds)."""
+
+from __future__ import annotations
+
+from .. import Job, Page, table
+from . import SEEDS, ZH_LABELS, train
+from .stage2 import training
+
+STAGE = "stage4_block"
+CORPORA = ("en", "zh", "shakespeare", "tang")
+RUNS = {d: train(STAGE, d) for d in CORPORA}
+SEED_RUNS = [train(STAGE, "en", seed=s) for s in SEEDS[1:]]
+VARIANTS = {f: train(STAGE, "en", *f.split()) for f in
+            ("--n-head 1", "--norm post", "--activation gelu")}
+ABLATIONS = {f: train(STAGE, "en", f) for f in ("--no-residual", "--no-mlp")}
+ABLATIONS["--norm none"] = train(STAGE, "en", "--norm", "none")
+PARTS = {"--no-residual": ("residual connections", "残差连接"),
+         "--no-mlp": ("the MLP", "MLP（前馈网络）"), "--norm none": ("LayerNorm", "LayerNorm"),
+         "--n-head 1": ("four heads, one left", "四个头只留一个")}
+
+
+def attention(page: Page, data: str, labels: dict | None, tag: str) -> None:
+    """One figure per layer, every head of it, on the default prompt."""
+    from stage4_block.checkpoint import load_model
+    from stage4_block.data import load_text
+    from stage4_block.prompts import default_prompt
+    from stage4_block.visualize import LABELS, attention_layer_figures
+
+    model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
+    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
+    out = page.dir / f"attention_{data}{tag}"
+    for path in attention_layer_figures(model, tok, prompt, out, labels or LABELS):
+        path.rename(page.dir / f"{out.name}_{path.stem.removeprefix('attention_')}.png")
+    out.rmdir()
+    page.fact(f"{data}.prompt", prompt)
+
+
+def write(page: Page) -> None:
+    training(page, STAGE, RUNS)
+    for data in ("en", "zh"):
+        attention(page, data, None, "")
+        attention(page, data, ZH_LABELS, "_zh")
+    full = page.stored(RUNS["en"]).metrics
+    seeds = [full["val_loss"]] + [page.stored(r).metrics["val_loss"] for r in SEED_RUNS]
+    spread = max(seeds) - min(seeds)
+    page.fact("spread", spread)
+    rows = [("(defaults)", full)] + [(f, page.stored(r).metrics) for f, r in VARIANTS.items()]
+    page.both("variants", table(
+        {"en": ["flags", "parameters", "train loss", "val loss", "time (s)"],
+         "zh": ["参数", "参数量", "训练损失", "验证损失", "时间（秒）"]},
+        [(f"`{f}`", f"{m['params']:,}", m["train_loss"], m["val_loss"], f"{m['train_seconds']:.0f}")
+         for f, m in rows], right={1, 2, 3, 4}))
+    taken = {**ABLATIONS, "--n-head 1": VARIANTS["--n-head 1"]}
+    cells = []
+    for flag, run in taken.items():
+        m = page.stored(run).metrics
+        change = m["val_loss"] - full["val_loss"]
+        page.fact(f"ablation.{flag.strip('-').replace(' ', '_')}", change)
+        cells.append((PARTS[flag], f"`{flag}`", f"{m['params']:,}", m["val_loss"],
+                      f"{change:+.4f}", ("yes", "是") if abs(change) > spread else ("no", "否")))
+    page.both("ablation", table(
+        {"en": ["part taken out", "flag", "parameters", "val loss", "change", "beyond the seeds?"],
+         "zh": ["去掉的部分", "参数", "参数量", "验证损失", "变化", "超出种子间的差异？"]},
+        cells, right={2, 3, 4}))
+
+
+JOBS = [Job("stage4", write, runs=(*RUNS.values(), *SEED_RUNS, *VARIANTS.values(),
+                                   *ABLATIONS.values()), files=(STAGE,))]

@@ -1,0 +1,111 @@
+"""Stage 5 page: the GPT trained on both built-in corpora and, with its presets, on the
+classic ones; what it learned (attention, position embeddings, the logit lens), one head's
+computation, a sample, and the learning-rate schedule."""
+
+from __future__ import annotations
+
+from .. import Job, Page, Run, table
+from . import ZH_LABELS, preset, train
+from .stage2 import training
+
+STAGE = "stage5_gpt"
+RUNS = {d: train(STAGE, d) for d in ("en", "zh")}
+PRESETS = {name: preset(name) for name in ("shakespeare-2min", "tang-2min", "nanogpt-cpu")}
+PROMPTS = {"en": ("TEACHER:", "Pip the"), "zh": ("老师：", "小狐狸")}  # sample, inspect
+SAMPLES = {d: Run(STAGE, "--prompt", p[0], "--tokens", "300", "--temperature", "0.8",
+                  module="sample", after=RUNS[d]) for d, p in PROMPTS.items()}
+SAMPLES.update({name: Run(STAGE, "--prompt", p, "--tokens", "300", "--temperature", "0.8",
+                          module="sample", after=PRESETS[name])
+                for name, p in (("shakespeare-2min", "ROMEO:"), ("tang-2min", "春"))})
+INSPECT = {d: Run(STAGE, "--prompt", p[1], module="inspect", after=RUNS[d])
+           for d, p in PROMPTS.items()}
+LENS_ZH = {"i": "位置 i", "j": "位置 j", "cos": "cos(wpe[i], wpe[j])；颜色截在 ±{lim:.2f}",
+           "cosine": "余弦相似度", "distance": "距离 |i - j|", "mean": "平均余弦相似度",
+           "by_distance": "按距离平均的相似度", "positions": "学到的位置嵌入（block_size={T}）",
+           "x0": "x₀ 嵌入", "after": "x{n} 第 {layer} 层之后", "output": "（输出）",
+           "input": "输入的字符", "next": "实际的下一个字符", "p": "p(实际的下一个字符)",
+           "lens": "预测如何一层层变得清楚\n（格中：最可能的猜测，猜对为粗体）"}
+
+
+def figures(page: Page, data: str) -> None:
+    """Attention (every layer), position similarity and the logit lens, in both languages,
+    with the numbers the page reads off them."""
+    import torch
+
+    from stage5_gpt import lens
+    from stage5_gpt.checkpoint import load_model
+    from stage5_gpt.data import load_text
+    from stage5_gpt.plots import token_label
+    from stage5_gpt.prompts import default_prompt
+    from stage5_gpt.visualize import LABELS, attention_figure, attention_layer_figures
+
+    model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
+    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
+    page.fact(f"{data}.prompt", prompt)
+    for tag, labels, lens_labels in (("", LABELS, lens.LABELS), ("_zh", ZH_LABELS, LENS_ZH)):
+        attention_figure(model, tok, prompt, page.dir / f"attention_{data}{tag}.png", labels)
+        for path in attention_layer_figures(model, tok, prompt, page.dir / "tmp", labels):
+            path.rename(page.dir / f"{data}_{path.stem}{tag}.png")
+        lens.position_similarity_figure(model, page.dir / f"positions_{data}{tag}.png", lens_labels)
+        lens.layer_predictions_figure(model, tok, prompt, page.dir / f"lens_{data}{tag}.png",
+                                      lens_labels)
+    (page.dir / "tmp").rmdir()
+    near = lens.similarity_by_distance(lens.position_similarity(model))
+    for d in range(1, 9):
+        page.fact(f"{data}.position_sim_{d}", near[d - 1])
+    page.fact(f"{data}.position_peak", 1 + max(range(len(near)), key=near.__getitem__))
+    page.fact(f"{data}.position_negative", sum(v < 0 for v in near))
+    right = lens.logit_lens(model, tok, prompt)["right"]
+    page.fact(f"{data}.lens_right", right.sum(dim=1).tolist())
+    page.fact(f"{data}.lens_of", len(prompt) - 1)
+    page.fact(f"{data}.lens_wrong", " ".join(
+        f"`{token_label(prompt[c])}→{token_label(prompt[c + 1])}`"
+        for c in range(len(prompt) - 1) if not right[-1, c]))
+    page.fact(f"{data}.attention_layers", model.config.n_layer)
+    del torch
+
+
+def schedule(page: Page) -> None:
+    """The learning rate of the defaults and of nanogpt-cpu, step by step (no training)."""
+    from stage5_gpt.plots import plt
+    from stage5_gpt.presets import PRESETS as SETTINGS
+    from stage5_gpt.train import build_parser, get_lr
+
+    parser = build_parser()
+    runs = {"defaults": parser.parse_args([]),
+            "nanogpt-cpu": parser.parse_args([f"--{k.replace('_', '-')}={v}" for k, v in
+                                              SETTINGS["nanogpt-cpu"].items()
+                                              if k not in ("bias", "data")])}
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120, constrained_layout=True)
+    rows = []
+    for name, args in runs.items():
+        lrs = [get_lr(s, args) for s in range(args.max_iters)]
+        ax.plot(range(args.max_iters), lrs, label=name)
+        half = args.warmup_iters + (args.max_iters - args.warmup_iters) // 2
+        rows.append((name, f"{args.lr:g}", args.warmup_iters, f"{lrs[half]:.2e}",
+                     f"{lrs[-1]:.2e}", args.max_iters))
+        page.fact(f"lr.{name}.warmup", args.warmup_iters)
+        page.fact(f"lr.{name}.steps", args.max_iters)
+    ax.set(xlabel="step", ylabel="learning rate")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.savefig(page.dir / "lr_schedule.png")
+    plt.close(fig)
+    page.both("lr_schedule", table(
+        {"en": ["settings", "peak --lr", "warmup steps", "lr halfway", "last lr", "steps"],
+         "zh": ["设置", "峰值 --lr", "预热步数", "中途的学习率", "最后的学习率", "总步数"]},
+        rows, right={1, 2, 3, 4, 5}))
+
+
+def write(page: Page) -> None:
+    training(page, STAGE, {**RUNS, **PRESETS})
+    for data in RUNS:
+        figures(page, data)
+    for name, run in {**SAMPLES, **{f"inspect_{d}": r for d, r in INSPECT.items()}}.items():
+        page.write(f"{'sample_' if not name.startswith('inspect') else ''}{name}.txt",
+                   f"$ {run.command}\n{page.stored(run).stdout}")
+    schedule(page)
+
+
+JOBS = [Job("stage5", write, runs=(*RUNS.values(), *PRESETS.values(), *SAMPLES.values(),
+                                   *INSPECT.values()), files=(STAGE,))]

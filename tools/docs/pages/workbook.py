@@ -1,0 +1,39 @@
+"""The "Your turn" box of every stage page and the table of the workbook page, from the
+exercises tools/workbook.py cuts out, so the boxes and the workbook cannot disagree."""
+
+from __future__ import annotations
+
+from .. import Job, Page, table
+
+HEAD = {"en": ["Exercise", "What you write", "Where", "Read first"],
+        "zh": ["练习", "你要写的", "位置", "先读"]}
+BOX = {"en": ('!!! example "Your turn: write the heart of stage {n} yourself"\n\n'
+              "    Make a copy of this stage with these pieces cut out, fill them in, and let "
+              "the stage's own tests grade them, exercise by exercise ([how](workbook.md)):\n\n"
+              "    ```bash\n    make workbook STAGE={n}\n    make grade STAGE={n}\n    ```\n\n"),
+       "zh": ('!!! example "轮到你了：亲手写出第 {n} 步的核心"\n\n'
+              "    复制一份这一步的代码，把下面这些部分挖空，由你来补上，再让这一步自己的测试逐个"
+              "练习地打分（[具体做法](workbook.md)）：\n\n"
+              "    ```bash\n    make workbook STAGE={n}\n    make grade STAGE={n}\n    ```\n\n")}
+
+
+def rows(exercises, page_prefix: str = "") -> list[tuple]:
+    return [(ex.id, (ex.title, ex.title_zh), f"`{ex.package}/{ex.file}`: `{ex.qualname}`",
+             (f"[{ex.read}]({page_prefix}#{ex.anchor})", f"[{ex.read_zh}]({page_prefix}#{ex.anchor})"))
+            for ex in exercises]
+
+
+def write(page: Page) -> None:
+    from tools import workbook as W
+
+    for n in sorted(W.STAGES):
+        boxes = table(HEAD, rows(W.exercises(n)))
+        page.both(f"your_turn_stage{n}", {lang: BOX[lang].format(n=n) + "\n".join(
+            "    " + line for line in boxes[lang].splitlines()) for lang in boxes})
+    page.both("exercises", table(HEAD, [r[:3] + ((r[3][0].replace("(#", f"({ex.package}.md#"),
+                                                  r[3][1].replace("(#", f"({ex.package}.md#")),)
+                                        for r, ex in zip(rows(W.EXERCISES), W.EXERCISES,
+                                                         strict=True)]))
+
+
+JOBS = [Job("workbook", write, files=("tools/workbook.py",))]

@@ -1,0 +1,273 @@
+"""The run store: each distinct run of a stage is made once, and what it printed is kept.
+
+A ``Run`` is a command a reader could type, e.g. ``python -m stage5_gpt.train --data zh
+--seed 1337 --threads 2 --dtype bfloat16``: every setting that decides its numbers is on
+the command line, so the command repeats the run number for number on this kind of
+machine. The store keeps, per run, ``docs/generated/runs/<id>.json`` (committed: the
+command, its key, what it printed, and for a training run its metrics and loss log) and
+the run's output folder (checkpoints, figures) in ``.cache/docs/runs/<id>/`` (not
+committed: a page that needs a checkpoint the cache lacks gets the run made again, and
+the store checks that it ends on the very numbers it stored).
+
+A run's key says when it must be made again: when its command, its corpus or the
+*meaning* of the stage code it runs changes. Meaning is the syntax tree without
+docstrings, so comments, docstrings and formatting do not count; and a training run's
+numbers do not depend on the modules that only draw or print after training (DRAWING).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "docs" / "generated" / "runs"  # the stored facts, one JSON file per run
+CACHE = ROOT / ".cache" / "docs"  # run folders, scratch space, the classic corpora
+# Modules that draw or print what a trained model does: a training run never reads them
+# before its numbers are final, so they are not part of its key.
+DRAWING = {"__main__.py", "buildup.py", "inspect.py", "lens.py", "plots.py", "prompts.py",
+           "sample.py", "visualize.py"}
+# Every docs run pins the thread count (another count rounds sums differently): one thread,
+# so that two runs at a time share the two cores of the machine the docs are made on.
+THREADS = "1"
+CLASSIC = {"shakespeare": "tinyshakespeare.txt", "tang": "tang-99ebbef7e134"}  # in CACHE/data
+
+
+@cache
+def meaning(path: Path) -> str:
+    """sha256 of what a file means: a Python file's syntax tree without docstrings
+    (comments, docstrings and formatting do not count), any other file's bytes."""
+    if path.suffix != ".py":
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()
+
+
+def code_key(*paths: Path) -> str:
+    """One hash for the meaning of several files (or every file below a folder)."""
+    files = sorted(p for path in paths for p in ([path] if path.is_file() else path.rglob("*"))
+                   if p.is_file() and "__pycache__" not in p.parts)
+    h = hashlib.sha256()
+    for p in files:
+        h.update(f"{p.relative_to(ROOT).as_posix()} {meaning(p)}\n".encode())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Run:
+    """``python -m {stage}.{module} {flags}`` with the settings that fix its numbers added.
+    ``data`` names the corpus when the flags do not (a preset, or the default ``en``)."""
+
+    stage: str
+    flags: tuple[str, ...] = ()
+    module: str = "train"  # "" for the stage's own ``python -m stageN_x``
+    data: str = ""
+    fails: bool = False  # the command is expected to end with an error (kept: stderr)
+    after: Run | None = None  # a training run whose out/ folder this command reads
+    files: tuple[tuple[str, bytes], ...] = ()  # files the command reads, made beside it
+
+    def __init__(self, stage: str, *flags: str, module: str = "train", data: str = "",
+                 fails: bool = False, after: Run | None = None,
+                 files: tuple[tuple[str, bytes], ...] = ()):
+        flags = tuple(str(f) for f in flags)
+        if module == "train" and not fails:  # every setting that decides the numbers
+            flags += ("--seed", "1337") if "--seed" not in flags else ()
+            flags += ("--threads", THREADS) if "--threads" not in flags else ()
+            if stage == "stage5_gpt" and "--dtype" not in flags:
+                flags += ("--dtype", "float32")
+        given = flags[flags.index("--data") + 1] if "--data" in flags else None
+        data = given or data or (after.data if after else "en")
+        for name, value in (("stage", stage), ("flags", flags), ("module", module),
+                            ("data", data), ("fails", fails), ("after", after), ("files", files)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def id(self) -> str:
+        words = [self.stage, self.module or "main"] + [f.lstrip("-") for f in self.flags]
+        if self.after:
+            words += ["after", self.after.id]
+        return "-".join(w.replace("/", "_").replace(" ", "_") for w in words)[:200]
+
+    @property
+    def command(self) -> str:
+        module = f"{self.stage}.{self.module}" if self.module else self.stage
+        return shlex.join(["python", "-m", module, *self.flags])
+
+    def key(self) -> str:
+        stage = ROOT / self.stage
+        code = [p for p in stage.glob("*.py") if self.module != "train" or p.name not in DRAWING]
+        corpus = stage / "corpus" / {"en": "en.txt", "zh": "zh.txt", "tang": "tang.sha256"}.get(
+            self.data, "")
+        what = {"command": self.command, "code": code_key(*code),
+                "corpus": meaning(corpus) if corpus.is_file() else self.data,
+                "after": self.after.key() if self.after else None,
+                "files": [[name, hashlib.sha256(data).hexdigest()] for name, data in self.files]}
+        return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
+
+    def needs(self) -> str | None:
+        """The classic corpus this run reads, if any."""
+        return self.data if self.data in CLASSIC else None
+
+
+@dataclass
+class Stored:
+    """What the store keeps of a run."""
+
+    command: str
+    key: str
+    stdout: str
+    metrics: dict = field(default_factory=dict)
+    log: list = field(default_factory=list)
+    seconds: float = 0.0
+    machine: dict = field(default_factory=dict)
+
+
+def machine() -> dict:
+    """Where a run was made: what decides whether it repeats bit for bit."""
+    import torch
+
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+               platform.processor()) if Path("/proc/cpuinfo").is_file() else platform.processor()
+    return {"torch": torch.__version__, "cpu": cpu, "python": platform.python_version()}
+
+
+def path_of(run: Run) -> Path:
+    return RUNS / f"{run.id}.json"
+
+
+def load(run: Run) -> Stored | None:
+    try:
+        return Stored(**json.loads(path_of(run).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def fresh(run: Run) -> bool:
+    stored = load(run)
+    return stored is not None and stored.key == run.key()
+
+
+def available(run: Run) -> bool:
+    """Can this run be made here? A classic corpus must be in the cache first."""
+    need = run.needs()
+    return need is None or (CACHE / "data" / CLASSIC[need]).exists()
+
+
+def run_dir(run: Run) -> Path:
+    return CACHE / "runs" / run.id
+
+
+def execute(run: Run) -> Stored:
+    """Make the run in a scratch folder as a reader would, keep its folder and its facts."""
+    if not available(run):
+        sys.exit(f"{run.command}: needs the {run.needs()} corpus; pass --{run.needs()} PATH")
+    work = CACHE / "work" / run.id
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "0",
+           "GPT_STAGES_CACHE": str(CACHE / "data"), "PYTHONIOENCODING": "utf-8"}
+    if run.after:  # the reader trained first: its out/ folder is where the command looks
+        shutil.copytree(folder(run.after), work / "out" / run.stage)
+    for name, data in run.files:
+        (work / name).write_bytes(data)
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, *shlex.split(run.command)[1:]], cwd=work, env=env,
+                          capture_output=True, text=True, encoding="utf-8")
+    if (proc.returncode != 0) != run.fails:
+        sys.exit(f"`{run.command}` exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    # A training run ends by comparing itself with references/ ("is my loss normal?"), which
+    # the docs make from these very runs: that verdict is not part of the run's facts.
+    stdout = without_verdict(proc.stdout)
+    stored = Stored(command=run.command, key=run.key(), seconds=round(time.time() - t0, 1),
+                    stdout=proc.stderr if run.fails else stdout, machine=machine())
+    out = work / "out" / run.stage
+    if run.module == "train":
+        stored.metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
+        stored.log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    shutil.rmtree(run_dir(run), ignore_errors=True)
+    run_dir(run).mkdir(parents=True)
+    if out.is_dir():
+        shutil.copytree(out, run_dir(run), dirs_exist_ok=True)
+    (run_dir(run) / "key.txt").write_text(stored.key)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"  {run.command}  ({stored.seconds:.0f} s)", flush=True)
+    return stored
+
+
+def without_verdict(stdout: str) -> str:
+    """``stdout`` without the "is this loss normal?" line and the indented lines after it."""
+    out, skipping = [], False
+    for line in stdout.splitlines():
+        skipping = line.startswith("is this loss normal?") or (skipping and line.startswith("  "))
+        if not skipping:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def save(run: Run, stored: Stored) -> None:
+    RUNS.mkdir(parents=True, exist_ok=True)
+    path_of(run).write_text(json.dumps(stored.__dict__, ensure_ascii=False, indent=1) + "\n",
+                            encoding="utf-8")
+
+
+def make(run: Run) -> Stored:
+    """The stored facts of ``run``, made first if they are missing or stale."""
+    stored = load(run)
+    if stored is None or stored.key != run.key():
+        stored = execute(run)
+        save(run, stored)
+    return stored
+
+
+def make_all(runs: list[Run], workers: int = 2) -> None:
+    """Make the stale ones among ``runs``, ``workers`` at a time: each runs on one thread.
+    A command that reads another run's folder waits for that run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = [r for r in dict.fromkeys(runs) if not fresh(r)]
+    with ThreadPoolExecutor(workers) as pool:
+        for wave in ([r for r in todo if not r.after], [r for r in todo if r.after]):
+            list(pool.map(make, wave))  # list(): wait, and raise what a worker raised
+
+
+def folder(run: Run) -> Path:
+    """The run's output folder (checkpoints, loss.png, ...), made again if the cache lacks
+    it; a remade run must end on the numbers the store keeps, or the store says so."""
+    stored = make(run)
+    here = run_dir(run)
+    if not (here / "key.txt").is_file() or (here / "key.txt").read_text() != stored.key:
+        again = execute(run)
+        if (again.metrics, again.stdout if not again.metrics else "") != (
+                stored.metrics, stored.stdout if not stored.metrics else ""):
+            sys.exit(f"{run.command} did not repeat its stored numbers here (val loss "
+                     f"{again.metrics.get('val_loss')} now, {stored.metrics.get('val_loss')} "
+                     f"stored on {stored.machine.get('cpu')}): delete {path_of(run)} to keep "
+                     "the new run")
+    return here
+
+
+def provide(shakespeare: Path | None = None, tang: Path | None = None) -> None:
+    """Put local copies of the classic corpora where the stages look (GPT_STAGES_CACHE)."""
+    data = CACHE / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    if shakespeare:
+        shutil.copy(shakespeare, data / CLASSIC["shakespeare"])
+    if tang:
+        shutil.copytree(tang, data / CLASSIC["tang"], dirs_exist_ok=True)
