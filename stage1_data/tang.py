@@ -49,7 +49,8 @@ def regulated(title: str, paragraphs: list[str]) -> str | None:
     if not all("\u4e00" <= c <= "\u9fff" for words, _ in lines for c in words):
         return None  # a missing character (□) or a mark that is not a character
     couplets = ["".join(w + p for w, p in lines[i : i + 2]) for i in range(0, len(lines), 2)]
-    title = "".join(c for c in title if "\u4e00" <= c <= "\u9fff")  # no notes, marks, spaces
+    title = re.sub(r"[（(〔\[【].*?[）)〕\]】]", "", title)  # a note in brackets is not the title
+    title = "".join(c for c in title if "\u4e00" <= c <= "\u9fff")  # no marks, no spaces
     return "\n".join([title or "无题", *couplets])
 
 
@@ -102,6 +103,8 @@ def download_all(folder: Path) -> None:
         try:
             download(URL.format(name=name), folder / name, want[name])
         except UserError as e:
-            raise UserError(f"{e} For the Tang poems: put the 58 files poet.tang.0.json ... "
-                            f"poet.tang.57000.json of chinese-poetry (commit {COMMIT[:12]}, "
-                            "folder 全唐诗) in one folder and pass --data FOLDER.") from None
+            reason = str(e).split(". ")[0]  # what went wrong, without the advice for one file
+            raise UserError(f"{reason}. The Tang poems are 58 files: download poet.tang.0.json "
+                            f"... poet.tang.57000.json of chinese-poetry (commit {COMMIT[:12]}, "
+                            "folder 全唐诗) by hand into one folder and pass --data FOLDER, or "
+                            "use a built-in corpus: --data en / --data zh.") from None

@@ -57,6 +57,8 @@ def reference_report(metrics: dict, settings: dict, device: str, resumed: bool =
         ref = next((r for r in refs if r["settings"] == settings), None)
         if ref is not None:
             return compare_to_reference(metrics, ref, data, device, resumed)
+        if not refs:
+            return []
         near = min(refs, key=lambda r: len(differences(settings, r, metrics["data"])))
         return [f"is this loss normal? no reference for exactly these settings; the nearest is "
                 f"'{near['name']}' ({near['command']}), which differs in "

@@ -125,37 +125,31 @@ def restore_rng(state: dict, batches: torch.Generator) -> None:
 # --8<-- [start:stopflag]
 class StopFlag:
     """Ctrl-C sets a flag; the loop stops at the next step boundary, so the saved
-    model and optimizer are always a consistent, resumable pair. Under torchrun
-    every process stops at the same step, and a signal that reaches a process
-    twice for one key press (the terminal's, then torchrun's) counts once."""
+    model and optimizer are always a consistent, resumable pair. Under torchrun every
+    process stops at the same step: ``stop`` asks them all."""
 
     def __init__(self, world: int = 1):
-        self.world, self.at = world, None
+        self.world, self.pressed = world, False
 
     def __enter__(self):
         self.previous = signal.signal(signal.SIGINT, self._handler)
-        if self.world > 1:
-            self.previous_term = signal.signal(signal.SIGTERM, self._handler)
         return self
 
     def _handler(self, signum, frame):
-        if self.at is not None and (self.world == 1 or time.monotonic() - self.at > 2.0):
-            raise KeyboardInterrupt  # pressed again: the user really wants out now
-        self.at = self.at or time.monotonic()
+        if self.pressed and self.world == 1:  # a second Ctrl-C: the user really wants out
+            raise KeyboardInterrupt
+        self.pressed = True
 
     @property
     def stop(self) -> bool:
-        stop = self.at is not None
-        if self.world > 1:  # stop when any process was told to
-            flag = torch.tensor([float(stop)])
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-            stop = bool(flag.item())
-        return stop
+        if self.world == 1:
+            return self.pressed
+        flag = torch.tensor([float(self.pressed)])  # stop when any process was told to
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        return bool(flag.item())
 
     def __exit__(self, *exc):
         signal.signal(signal.SIGINT, self.previous)
-        if self.world > 1:
-            signal.signal(signal.SIGTERM, self.previous_term)
 # --8<-- [end:stopflag]
 
 
@@ -221,6 +215,7 @@ class Run:
 
     def __init__(self, args: argparse.Namespace, parser: argparse.ArgumentParser):
         self.args = args
+        self.bar: tqdm | None = None  # the progress bar, while steps() runs
         self.out = check_out_dir(Path(args.out_dir))
         self.ckpt_path = self.out / "ckpt.pt"
         self.rank, self.world, self.device = start_distributed(pick_device(args.device),
@@ -241,7 +236,6 @@ class Run:
         self.batches = torch.Generator().manual_seed(args.seed)
         self.history: list[dict] = []
         self.best_val, self.best_step, self.step = float("inf"), None, 0
-        self.bar: tqdm | None = None  # the progress bar, while steps() runs
 
     # --8<-- [start:resume]
     def _restore_flags(self, parser: argparse.ArgumentParser) -> dict:

@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tie-weights", action="store_true", help="share token embedding and output head")
     g = p.add_argument_group("training")
     g.add_argument("--batch-size", type=positive_int, default=12, help="B: windows per step")
-    g.add_argument("--lr", type=learning_rate, default=2e-3, help="peak learning rate")
+    g.add_argument("--lr", type=learning_rate, default=3e-3, help="peak learning rate")
     g.add_argument("--min-lr", type=non_negative_float, default=1e-4, help="learning rate at the end of the cosine")
     g.add_argument("--warmup-iters", type=non_negative_int, default=100, help="steps of linear warmup")
     g.add_argument("--lr-decay-iters", type=positive_int, default=None, help="steps until min-lr (default: --max-iters)")

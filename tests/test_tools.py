@@ -14,6 +14,8 @@ import importlib.util
 import json
 import os
 import queue
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -159,32 +161,6 @@ def test_tables_show_every_row_and_a_flat_sample():
     assert "    ````text\n    a```b\n    ````" in ticks
 
 
-def test_the_compare_page_reads_its_same_budget_tables_from_the_rows():
-    course = load_tool("docs_course_compare")
-
-    def rows(*vals: float) -> dict[int, dict]:
-        return {n: {**fake_row(n, f"stage{n}_x", "s"), "val_loss": v, "params": 1000 * n}
-                for n, v in zip((2, 3, 4, 5), vals, strict=True)}
-
-    small, payoff = rows(2.2864, 2.2872, 1.5997, 1.4918), rows(2.2885, 2.1727, 1.5524, 1.4700)
-    text = course.reading(small, payoff, ("--max-iters", "2000", "--batch-size", "16",
-                                          "--block-size", "32"), course.PAYOFF)
-    first, why, second = text.split("\n\n")
-    assert first.startswith("**At 2,000 steps of batch 16 × block 32**")
-    assert "stage 3 is **no better** than stage 2 (stage 2: 2.2864, stage 3: 2.2872)" in first
-    assert "stage 4 improves on stage 3 by **0.688 nats** (2.2872 → 1.5997)" in first
-    assert "1,000 more steps change its validation loss by only +0.0021" in why
-    assert "take it from 2.2872 to 2.1727" in why and "2,000 parameters" in why
-    assert second.startswith("**At 3,000 steps of batch 16 × block 32**")
-    assert "stage 3 improves on stage 2 by **0.116 nats**" in second
-    assert "stage 5 improves on stage 4 by **0.082 nats**" in second
-    assert "Each idea earns its keep" in second and "falls by 0.819 nats in all" in second
-    worse = course.reading(small, rows(2.28, 2.17, 1.50, 1.52), ("--max-iters", "2000",
-                           "--batch-size", "16", "--block-size", "32"), course.PAYOFF)
-    assert "stage 5 is **worse** than stage 4 by 0.020 nats" in worse
-    assert "Each idea earns its keep" not in worse and "Not every idea pays off" in worse
-
-
 def test_plain_and_markdown_tables_align_the_columns_asked():
     text = compare.plain_table(["name", "n"], [["小猫", "1"], ["ab", "1,234"]], right={1})
     assert text.splitlines() == ["name      n", "----  -----", "小猫      1", "ab    1,234"]
@@ -253,6 +229,7 @@ def test_a_trainers_output_is_read_line_by_line_without_bar_redraws():
 
 # ----------------------------------------------------------------------------- end to end
 
+BENCH_QUICK = ["--steps", "2", "--warmup", "1", "--repeats", "2", "--threads", "2"]
 TINY_BUDGET = ["--max-iters", "10", "--batch-size", "4", "--block-size", "8", "--eval-iters", "2",
                "--extra-args", "--sample-tokens 20", "--threads", "1"]
 
@@ -297,9 +274,9 @@ def runs(tmp_path_factory):
         "compare": start(TOOLS / "compare.py", "--stages", "2", "3", *TINY_BUDGET, "--data", data,
                          "--out-dir", "tmp", "--markdown", "tmp/x.md", "--json", "tmp/x.json",
                          cwd=work),
-        "bench": start(TOOLS / "bench.py", "--quick", "--steps", "2", "--warmup", "1",
-                       "--repeats", "1", "--threads", "1", "--thread-seconds", "0.3",
-                       "--json", "bench.json", cwd=work),
+        "bench": start(TOOLS / "bench.py", "--quick", *BENCH_QUICK, "--json", "bench.json",
+                       cwd=work),
+        "bench_help": start(TOOLS / "bench.py", "--help", cwd=work),
     }
     r = Runs(procs, work)
     yield r
@@ -376,20 +353,90 @@ def test_compare_exits_1_when_a_stage_fails(tmp_path, monkeypatch, capsys):
     assert err.startswith("compare: stage 3 (attention) failed with exit code 2")
 
 
+def assert_gone(pid: int) -> None:
+    """No process ``pid`` any more (bench.py killed and reaped it)."""
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
 @pytest.mark.slow
-def test_bench_quick(runs):
+def test_bench_quick_measures_every_section(runs):
     r = runs.result("bench")
     assert r.returncode == 0, r.stderr[-3000:]
-    out = r.stdout
-    assert "torch " in out and "threads" in out
-    assert "heads tokens/s" in out and "batched tokens/s" in out
-    assert "train s5 tokens/s" in out and "eval s4 tokens/s" in out
-    figures = json.loads((runs.work / "bench.json").read_text())
-    forms = figures["stage4_forms"][0]
-    assert forms["heads"]["tokens_per_s"] > 0 and forms["batched"]["tokens_per_s"] > 0
-    gpt = figures["stage5_vs_stage4"][0]
-    assert gpt["params_stage5"] - gpt["params_stage4"] == 2 * gpt["config"]["n_embd"]
-    assert "KV cache" in out and figures["kv_cache"]["identical"] is True
-    assert figures["kv_cache"]["seconds_cache"] > 0
-    assert "chosen by timing" in out and "one core busy" in out
-    assert set(figures["threads"]["busy"]) == {"1 thread", "chosen by timing"}
+    out, figures = r.stdout, json.loads((runs.work / "bench.json").read_text())
+    assert out.startswith("torch ") and "2 threads" in out.splitlines()[0]
+    # The six sections, in order, each a table whose rows end in a ratio such as 1.00x
+    starts = [out.index(f"\n({letter}) ") for letter in "abcdef"]
+    assert starts == sorted(starts)
+    texts = [out[i:j] for i, j in zip(starts, [*starts[1:], out.index("s in all.")], strict=True)]
+    for text in texts:
+        assert "tokens/s" in text and "-----" in text, text
+        assert re.search(r"\d\.\d\dx\n", text), text
+    keys = ["fast_dropout", "attention_forms", "attention_routes", "dtype", "kv_cache", "threads"]
+    assert [k for k in figures if k not in ("machine", "settings")] == keys
+    tables = [figures[k]["results"] for k in ("fast_dropout", "attention_forms", "dtype",
+                                               "kv_cache")]
+    tables += [figures["attention_routes"]["train"], figures["attention_routes"]["eval"],
+               figures["threads"]["quiet"]["results"], figures["threads"]["busy"]["results"]]
+    for results in tables:
+        assert all(v["tokens_per_s"] > 0 and v["vs_plain"] > 0 for v in results.values())
+        assert len(next(iter(results.values()))["rounds"]) == 2  # --repeats 2
+    # (a) the plain version is the first row, its ratio 1
+    assert list(figures["fast_dropout"]["results"]) == ["nn.Dropout", "FastDropout"]
+    assert figures["fast_dropout"]["results"]["nn.Dropout"]["vs_plain"] == 1.0
+    assert figures["fast_dropout"]["dropout"] == 0.1  # stage 4's train.py default
+    assert list(figures["attention_forms"]["results"]) == ["heads (variants.py)",
+                                                           "batched (model.py)"]
+    assert list(figures["attention_routes"]["eval"]) == ["math (model.py)",
+                                                          "batched (CPU default)", "fused"]
+    fast = figures["dtype"]["bfloat16_is_fast"]
+    assert f"fast.bfloat16_is_fast('cpu') is {fast}" in texts[3]
+    # (e) the cache gives the same tokens (the first block_size = 8 of --quick), yet is timed
+    cache = figures["kv_cache"]
+    assert cache["same_tokens"] is True and (cache["tokens"], cache["compared"]) == (40, 8)
+    assert "same tokens both ways: yes" in texts[4]
+    # (f) pick_threads chose one of the counts, measured as a row; the busy process is gone
+    threads = figures["threads"]
+    for phase in ("quiet", "busy"):
+        assert set(threads[phase]["results"]) == {"1 thread", "2 threads", "pick_threads"}
+        assert threads[phase]["chosen"] in (1, 2)
+        assert threads[phase]["line"].startswith(f"threads: {threads[phase]['chosen']} (timed")
+        assert threads[phase]["results"]["2 threads"]["vs_plain"] == 1.0
+    pid = threads["busy_pid"]
+    assert f"busy process: pid {pid} stopped" in r.stderr
+    assert_gone(pid)
+
+
+@pytest.mark.slow
+def test_bench_help_shows_the_defaults(runs):
+    r = runs.result("bench_help")
+    assert r.returncode == 0, r.stderr
+    assert "What does each speed-up of stages 4 and 5 buy" in r.stdout
+    options = " ".join(r.stdout.split("options:", 1)[1].split())  # one line, single spaces
+    for flag, default in [("--sections", "abcdef"), ("--threads", "2"), ("--steps", "30"),
+                          ("--warmup", "5"), ("--repeats", "3"), ("--json", "None")]:
+        entry = options.split(f" {flag} ", 1)[1].split(" --", 1)[0]
+        assert entry.endswith(f"(default: {default})"), entry
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
+def test_bench_ctrl_c_stops_the_busy_process(tmp_path):
+    proc = start(TOOLS / "bench.py", "--quick", "--sections", "f", "--steps", "100000",
+                 "--threads", "2", cwd=tmp_path)
+    try:
+        for line in proc.stderr:  # until the busy process is running
+            if m := re.match(r"busy process: pid (\d+)$", line.strip()):
+                break
+        else:
+            pytest.fail(f"no busy process started; stdout:\n{proc.stdout.read()}")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "bench.py: interrupted" in err and "Traceback" not in err
+    assert f"busy process: pid {m[1]} stopped" in err
+    assert_gone(int(m[1]))

@@ -1,38 +1,44 @@
-"""How fast are the stage-4 and stage-5 models on this CPU? Prints tokens per second.
+"""What does each speed-up of stages 4 and 5 buy on this CPU? Prints tokens per second.
 
-    python tools/bench.py                 # all configurations, 2 threads
+    python tools/bench.py                 # every section, at the trainers' default sizes
     python tools/bench.py --threads 1 --steps 50 --json out/bench.json
-    python tools/bench.py --quick         # one tiny configuration: a smoke run
+    python tools/bench.py --sections ce   # only sections (c) and (e)
+    python tools/bench.py --quick         # one tiny model per section: a smoke run
 
-(a) Stage 4's two multi-head forms, the list of heads (``attention="heads"``) and
-    the batched one (``attention="batched"``): same configuration, same number
-    of weights; training steps per second as tokens/s.
-(b) Stage 5's GPT against stage 4 (batched, learned positions) at the same
-    configuration, both with dropout 0 and GELU: training tokens/s and
-    evaluation tokens/s (a forward pass under ``torch.no_grad``). Stage 5 has a
-    final LayerNorm that stage 4 lacks (2 * n_embd more parameters) and picks its
-    attention kernel by what measured fastest on a CPU.
-(c) Generation with stage 5's KV cache against without it: greedy tokens from a
-    one-character prompt, the same tokens both ways.
-(d) The harness's thread choice (harness.ThreadTuner) against fixed thread
-    counts, on a quiet machine and with another process keeping one core busy
-    (``python -c "while True: pass"``): stage-5 training steps per second.
+Each section races a speed-up against the plain version it replaces, on the same
+weights and batches; "vs" is the ratio of their tokens/s (above 1: faster).
 
-A training step is forward + backward + AdamW step (no gradient clipping) on a
-random batch of token ids (vocabulary 65, like the English corpus). Warmup steps
-are not timed; each figure is the median over --repeats timed rounds of --steps
-steps, the models of one row taking turns round by round so that a busy machine
-slows them alike. "spread" is (slowest - fastest round) / median: a large one
-means the machine was busy and the figure is noisy.
+(a) Stage 4's FastDropout (fast.use_fast_dropout, as train.py calls it) against
+    nn.Dropout, in a stage-4 model at its train.py defaults (dropout 0.1).
+(b) Stage 4's batched CausalSelfAttention (model.py) against the head-by-head
+    MultiHeadAttention of variants.py (--attention heads).
+(c) Stage 5's fast.attention by its "batched" route (a CPU's default) and its "fused"
+    one (F.scaled_dot_product_attention) against model.py's math (the path a trace
+    takes): training, and evaluation (a forward pass under torch.no_grad).
+(d) Stage 5's --dtype: a bfloat16 autocast forward pass against float32; it pays
+    only where fast.bfloat16_is_fast says so (and --dtype auto then takes it).
+(e) Stage 5's KV cache: greedy generation with and without it, which must give the
+    same tokens (up to block_size: past it the cache restarts from the last half
+    window while the no-cache path slides).
+(f) The trainers' thread choice (harness.pick_threads, timed once as a run starts)
+    against each count it chooses from, on a quiet machine and with another process
+    keeping one core busy.
 
-Peak memory is not measured: Python's tracemalloc does not see torch's
-allocations, and a fresh process per configuration would cost more than the
-benchmark itself.
+(a)-(d) and (f) time training steps (forward, backward and the trainer's AdamW step;
+no clipping, no schedule) of models built as the trainers build them (train.py's
+defaults and model_config, FastDropout but in (a)'s plain row), on random token ids
+(vocabulary 65, like the English corpus). After untimed warmup steps the variants of
+a section take turns for --repeats rounds of --steps steps (one generation in (e)),
+so that a busy machine slows them alike; each figure is the median round, and "±"
+half the spread between the slowest and fastest round (a large one: a busy machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
+import itertools
 import json
 import os
 import platform
@@ -40,329 +46,344 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
+from unittest import mock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-import compare  # noqa: E402  (tools/compare.py, beside this script)
 import torch  # noqa: E402
 
-from stage4_block.model import LanguageModel, ModelConfig  # noqa: E402
-from stage5_gpt.harness import ThreadTuner  # noqa: E402
-from stage5_gpt.model import GPT, GPTConfig  # noqa: E402
+from stage4_block import fast as fast4  # noqa: E402
+from stage4_block import train as train4  # noqa: E402
+from stage4_block import variants  # noqa: E402
+from stage5_gpt import fast as fast5  # noqa: E402
+from stage5_gpt import train as train5  # noqa: E402
+from stage5_gpt.cli import non_negative_int, positive_int  # noqa: E402
+from stage5_gpt.harness import pick_threads  # noqa: E402
+from stage5_gpt.model import GPT  # noqa: E402
+from tools import compare  # noqa: E402
 
 VOCAB = 65
-N_BATCHES = 8  # distinct random batches, cycled
+TINY = "--n-layer 1 --n-head 2 --n-embd 16 --block-size 8 --batch-size 4"  # --quick
+GENERATE = "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256"  # ng-video-lecture's GPT
+TINY_TOKENS = 40  # generated in (e) with --quick: past block_size, where the cache restarts
+# Another process keeping one core busy; it also stops by itself once bench.py is gone.
+BUSY_LOOP = "import os\nwhile os.getppid() == {parent}:\n    for _ in range(100_000): pass"
+ATTENTION = fast5.attention  # (c) pins its route
 
 
-@dataclass(frozen=True)
-class Config:
-    n_layer: int
-    n_head: int
-    n_embd: int
-    block_size: int
-    batch_size: int
-
-    @property
-    def name(self) -> str:
-        return (f"L{self.n_layer} H{self.n_head} C{self.n_embd} "
-                f"T{self.block_size} B{self.batch_size}")
-
-    @property
-    def tokens(self) -> int:
-        return self.batch_size * self.block_size
+@dataclass
+class Job:
+    """One variant of a section: ``step()`` handles ``tokens`` tokens, at ``threads`` threads."""
+    step: Callable[[], object]
+    tokens: int
+    threads: int | None = None
 
 
-CONFIGS = [
-    Config(3, 4, 64, 32, 32),  # stage 4's defaults
-    Config(4, 4, 128, 64, 12),  # stage 5's defaults
-    Config(6, 6, 192, 128, 8),  # a bigger model, a longer context
-]
-QUICK = [Config(1, 2, 16, 8, 4)]
-LEGEND = ("config: L layers, H heads, C embedding width, T block size (tokens), B batch size\n"
-          "tokens/s: median of the rounds ± half the gap between the slowest and fastest round")
-
-
-def stage4(cfg: Config, attention: str) -> LanguageModel:
-    return LanguageModel(ModelConfig(
-        vocab_size=VOCAB, block_size=cfg.block_size, n_embd=cfg.n_embd, pos="learned",
-        n_head=cfg.n_head, n_layer=cfg.n_layer, dropout=0.0, activation="gelu",
-        norm="pre", attention=attention))
-
-
-def stage5(cfg: Config) -> GPT:
-    return GPT(GPTConfig(
-        vocab_size=VOCAB, block_size=cfg.block_size, n_layer=cfg.n_layer, n_head=cfg.n_head,
-        n_embd=cfg.n_embd, dropout=0.0, bias=True, activation="gelu", tie_weights=False))
-
-
-def n_params(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def batches(cfg: Config, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(N_BATCHES):
-        data = torch.randint(0, VOCAB, (cfg.batch_size, cfg.block_size + 1), generator=g)
-        out.append((data[:, :-1].contiguous(), data[:, 1:].contiguous()))
-    return out
-
-
-class Runner:
-    """Times ``steps`` consecutive calls of one model's step; ``round()`` -> seconds."""
-
-    def __init__(self, model: torch.nn.Module, data: list, train: bool):
-        self.model, self.data, self.train, self.i = model, data, train, 0
-        self.opt = torch.optim.AdamW(model.parameters(), lr=1e-3) if train else None
-        model.train(train)
-
-    def step(self) -> None:
-        x, y = self.data[self.i % len(self.data)]
-        self.i += 1
-        if self.train:
-            _, loss = self.model(x, y)
-            self.opt.zero_grad(set_to_none=True)
-            loss.backward()
-            self.opt.step()
-        else:
-            with torch.no_grad():
-                self.model(x, y)
-
-    def round(self, steps: int) -> float:
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            self.step()
-        return time.perf_counter() - t0
-
-
-def race(runners: dict[str, Runner], cfg: Config, args: argparse.Namespace) -> dict[str, dict]:
-    """Warm every runner up, then time them in turns; tokens/s per runner."""
-    for r in runners.values():
-        for _ in range(args.warmup):
-            r.step()
-    rounds: dict[str, list[float]] = {k: [] for k in runners}
+def race(jobs: dict[str, Job], args: argparse.Namespace, plain: str | None = None,
+         steps: int | None = None, warmup: int | None = None) -> dict[str, dict]:
+    """Warm every job up, then time them in turns: tokens/s per job and its ratio to the
+    ``plain`` job's (the first one unless named)."""
+    steps = args.steps if steps is None else steps
+    for job in jobs.values():
+        torch.set_num_threads(job.threads or args.threads)
+        for _ in range(args.warmup if warmup is None else warmup):
+            job.step()
+    rates: dict[str, list[float]] = {name: [] for name in jobs}
     for _ in range(args.repeats):
-        for k, r in runners.items():
-            rounds[k].append(r.round(args.steps))
-    out = {}
-    for k, secs in rounds.items():
-        rates = [cfg.tokens * args.steps / s for s in secs]
-        med = statistics.median(rates)
-        out[k] = {"tokens_per_s": med, "ms_per_step": 1000 * statistics.median(secs) / args.steps,
-                  "spread": (max(rates) - min(rates)) / med, "rounds_tokens_per_s": rates}
-    return out
+        for name, job in jobs.items():
+            torch.set_num_threads(job.threads or args.threads)
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                job.step()
+            rates[name].append(job.tokens * steps / (time.perf_counter() - t0))
+    torch.set_num_threads(args.threads)
+    median = {name: statistics.median(r) for name, r in rates.items()}
+    base = median[plain or next(iter(jobs))]
+    return {name: {"tokens_per_s": median[name], "vs_plain": median[name] / base,
+                   "spread": (max(r) - min(r)) / median[name], "rounds": r}
+            for name, r in rates.items()}
 
 
-def fmt_rate(r: dict) -> str:
-    return f"{r['tokens_per_s']:>10,.0f} ±{100 * r['spread'] / 2:2.0f}%"
+def trainer_args(train, args: argparse.Namespace, full: str = "") -> argparse.Namespace:
+    """A trainer's flags: its defaults, but for ``full`` (TINY with --quick)."""
+    return train.build_parser().parse_args((TINY if args.quick else full).split())
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
+def size(a: argparse.Namespace) -> str:
+    return f"L{a.n_layer} H{a.n_head} C{a.n_embd} T{a.block_size} B{a.batch_size}"
 
 
-def busy_note() -> str | None:
-    return compare.busy_note("other processes are busy, so these figures are noisy and lower "
-                             "than on an idle machine (look at the spread).")
+def stage4_model(a: argparse.Namespace, **switches) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return variants.build_model(replace(train4.model_config(a, VOCAB), **switches))
 
 
-def table(header: list[str], rows: list[list[str]]) -> str:
-    """compare.plain_table: the first column (the configuration) left, the figures right."""
-    return compare.plain_table(header, rows, right=range(1, len(header)))
+def stage5_model(a: argparse.Namespace) -> GPT:
+    torch.manual_seed(0)
+    return fast5.use_fast_dropout(GPT(train5.model_config(a, VOCAB)))
 
 
-def bench_forms(configs: list[Config], args: argparse.Namespace) -> list[dict]:
-    print("\n(a) stage 4: list of heads vs batched attention, training step "
-          "(forward + backward + AdamW), tokens/s")
-    results, rows = [], []
-    for cfg in configs:
-        torch.manual_seed(0)
-        heads, batched = stage4(cfg, "heads"), stage4(cfg, "batched")
-        assert n_params(heads) == n_params(batched), "the two forms should hold the same weights"
-        data = batches(cfg)
-        r = race({"heads": Runner(heads, data, True), "batched": Runner(batched, data, True)},
-                 cfg, args)
-        speedup = r["batched"]["tokens_per_s"] / r["heads"]["tokens_per_s"]
-        results.append({"config": asdict(cfg), "params": n_params(heads), **r,
-                        "batched_over_heads": speedup})
-        rows.append([cfg.name, f"{n_params(heads):,}", fmt_rate(r["heads"]),
-                     fmt_rate(r["batched"]), f"{speedup:.2f}x"])
-        print(f"  {cfg.name}: heads {r['heads']['tokens_per_s']:,.0f}, batched "
-              f"{r['batched']['tokens_per_s']:,.0f} tokens/s", file=sys.stderr, flush=True)
-    print(table(["config", "params", "heads tokens/s", "batched tokens/s", "batched/heads"],
-                rows))
-    return results
+def batches(a: argparse.Namespace):
+    """Eight fixed random (inputs, targets) batches, cycled."""
+    g = torch.Generator().manual_seed(0)
+    data = [torch.randint(0, VOCAB, (a.batch_size, a.block_size + 1), generator=g)
+            for _ in range(8)]
+    return itertools.cycle([(d[:, :-1].contiguous(), d[:, 1:].contiguous()) for d in data])
 
 
-def bench_gpt(configs: list[Config], args: argparse.Namespace) -> list[dict]:
-    print("\n(b) stage 5 (GPT) vs stage 4 (batched attention, learned positions), same "
-          "configuration, dropout 0, GELU, tokens/s")
-    results, rows = [], []
-    for cfg in configs:
-        torch.manual_seed(0)
-        s4, s5 = stage4(cfg, "batched"), stage5(cfg)
-        p4, p5 = n_params(s4), n_params(s5)
-        assert p5 - p4 == 2 * cfg.n_embd, (p4, p5)  # the final LayerNorm's weight and bias
-        data = batches(cfg)
-        train = race({"stage4": Runner(s4, data, True), "stage5": Runner(s5, data, True)},
-                     cfg, args)
-        evals = race({"stage4": Runner(s4, data, False), "stage5": Runner(s5, data, False)},
-                     cfg, args)
-        tr = train["stage5"]["tokens_per_s"] / train["stage4"]["tokens_per_s"]
-        ev = evals["stage5"]["tokens_per_s"] / evals["stage4"]["tokens_per_s"]
-        results.append({"config": asdict(cfg), "params_stage4": p4, "params_stage5": p5,
-                        "train": train, "eval": evals, "train_stage5_over_stage4": tr,
-                        "eval_stage5_over_stage4": ev})
-        rows.append([cfg.name, f"{p4:,}", f"{p5:,} (+{p5 - p4})",
-                     fmt_rate(train["stage4"]), fmt_rate(train["stage5"]), f"{tr:.2f}x",
-                     fmt_rate(evals["stage4"]), fmt_rate(evals["stage5"]), f"{ev:.2f}x"])
-        print(f"  {cfg.name}: train {train['stage4']['tokens_per_s']:,.0f} vs "
-              f"{train['stage5']['tokens_per_s']:,.0f}, eval {evals['stage4']['tokens_per_s']:,.0f}"
-              f" vs {evals['stage5']['tokens_per_s']:,.0f} tokens/s", file=sys.stderr, flush=True)
-    print(table(["config", "params s4", "params s5 (+final LN)", "train s4 tokens/s",
-                 "train s5 tokens/s", "s5/s4", "eval s4 tokens/s", "eval s5 tokens/s", "s5/s4"],
-                rows))
-    return results
+def job(model: torch.nn.Module, a: argparse.Namespace, forward=None, train: bool = True,
+        threads: int | None = None) -> Job:
+    """Training steps of ``model`` (forward, backward, the trainer's AdamW step), or with
+    ``train=False`` evaluation steps (a forward pass under no_grad). ``forward(x, y)``
+    returns the loss; by default the model's own."""
+    model.train(train)
+    if train:
+        opt = (train5.make_optimizer(model, a) if isinstance(model, GPT)
+               else torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0))
+    forward, data = forward or (lambda x, y: model(x, y)[1]), batches(a)
+
+    def step() -> None:
+        with torch.set_grad_enabled(train):
+            loss = forward(*next(data))
+        if train:
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    return Job(step, a.batch_size * a.block_size, threads)
 
 
-GEN_CONFIG = dict(n_layer=6, n_head=6, n_embd=384, block_size=256)  # ng-video-lecture's size
-GEN_QUICK = dict(n_layer=1, n_head=2, n_embd=16, block_size=16)
+def stage5_forward(model: GPT, route: str | None = None, dtype: str = "float32"):
+    """``model``'s loss as stage 5's train.py computes it with --dtype ``dtype``, with
+    fast.attention's ``route`` pinned ("math": model.py's math, which a trace takes)."""
+    def forward(x, y):
+        with (fast5.autocast(dtype, "cpu")[0],
+              mock.patch.object(fast5, "attention", partial(ATTENTION, route=route))):
+            return model(x, y, trace=[] if route == "math" else None)[1]
+    return forward
+
+
+def cells(r: dict) -> list[str]:
+    return [f"{r['tokens_per_s']:,.0f} ±{50 * r['spread']:2.0f}%", f"{r['vs_plain']:.2f}x"]
+
+
+def table(header: list[str], rows: list[list[str]]) -> None:
+    """Print a compare.plain_table: the first column (the variant) left, the figures right."""
+    say(compare.plain_table(header, rows, right=range(1, len(header))))
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def bench_dropout(args: argparse.Namespace) -> dict:
+    a = trainer_args(train4, args)
+    say(f"\n(a) stage 4 fast.py: FastDropout vs nn.Dropout (dropout {a.dropout}), training, "
+        f"{size(a)}")
+    plain = stage4_model(a)
+    r = race({"nn.Dropout": job(plain, a),
+              "FastDropout": job(fast4.use_fast_dropout(copy.deepcopy(plain)), a)}, args)
+    table(["dropout", "tokens/s", "vs nn.Dropout"], [[k, *cells(v)] for k, v in r.items()])
+    return {"config": size(a), "dropout": a.dropout, "results": r}
+
+
+def bench_heads(args: argparse.Namespace) -> dict:
+    a = trainer_args(train4, args)
+    say("\n(b) stage 4: batched multi-head attention (model.py) vs head by head "
+        f"(variants.py, --attention heads), training, {size(a)}")
+    heads = fast4.use_fast_dropout(stage4_model(a, attention="heads"))
+    batched = fast4.use_fast_dropout(stage4_model(a))
+    n = [sum(p.numel() for p in m.parameters()) for m in (heads, batched)]
+    assert n[0] == n[1], f"the two forms should hold the same weights: {n}"
+    r = race({"heads (variants.py)": job(heads, a),
+              "batched (model.py)": job(batched, a)}, args)
+    table(["attention", "tokens/s", "vs heads"], [[k, *cells(v)] for k, v in r.items()])
+    return {"config": size(a), "params": n[0], "results": r}
+
+
+def bench_routes(args: argparse.Namespace) -> dict:
+    a = trainer_args(train5, args)
+    say(f"\n(c) stage 5: fast.attention's routes vs model.py's math (a trace), dropout "
+        f"{a.dropout}, {size(a)}: training, and evaluation (no_grad forward)")
+    routes = {"math (model.py)": "math", "batched (CPU default)": "batched", "fused": "fused"}
+    base = stage5_model(a)
+    models = {k: (copy.deepcopy(base), route) for k, route in routes.items()}
+    train = race({k: job(m, a, stage5_forward(m, r)) for k, (m, r) in models.items()}, args)
+    evals = race({k: job(m, a, stage5_forward(m, r), train=False)
+                  for k, (m, r) in models.items()}, args)
+    table(["attention", "train tokens/s", "vs math", "eval tokens/s", "vs math"],
+          [[k, *cells(train[k]), *cells(evals[k])] for k in routes])
+    return {"config": size(a), "train": train, "eval": evals}
+
+
+def bench_dtype(args: argparse.Namespace) -> dict:
+    a = trainer_args(train5, args)
+    say(f"\n(d) stage 5 --dtype: bfloat16 autocast vs float32, training, {size(a)}")
+    m32 = stage5_model(a)
+    m16 = copy.deepcopy(m32)
+    r = race({"float32": job(m32, a, stage5_forward(m32, dtype="float32")),
+              "bfloat16": job(m16, a, stage5_forward(m16, dtype="bfloat16"))}, args)
+    table(["--dtype", "tokens/s", "vs float32"], [[k, *cells(v)] for k, v in r.items()])
+    fast = fast5.bfloat16_is_fast("cpu")
+    say("fast.bfloat16_is_fast('cpu') is True: this CPU multiplies bfloat16 fast, so --dtype "
+        "auto trains in bfloat16 here" if fast else "fast.bfloat16_is_fast('cpu') is False: "
+        "this CPU has no fast bfloat16 (no AVX512-BF16 or AMX), so --dtype auto trains in "
+        "float32 here")
+    return {"config": size(a), "bfloat16_is_fast": fast, "results": r}
 
 
 def bench_cache(args: argparse.Namespace) -> dict:
-    size, tokens = (GEN_QUICK, 40) if args.quick else (GEN_CONFIG, args.gen_tokens)
-    print(f"\n(c) stage 5 generation, KV cache vs none: {tokens} greedy tokens from a "
-          f"1-character prompt, L{size['n_layer']} H{size['n_head']} C{size['n_embd']} "
-          f"T{size['block_size']}")
-    torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=VOCAB, **size)).eval()
-    prompt = torch.zeros(1, 1, dtype=torch.long)
-    seconds, outputs = {}, {}
-    for use_cache in (True, False, True):  # the cache twice: its first run also warms up
-        t0 = time.perf_counter()
-        outputs[use_cache] = model.generate(prompt, tokens, temperature=0, use_cache=use_cache)
-        seconds[use_cache] = time.perf_counter() - t0
-    same = torch.equal(outputs[True][:, : size["block_size"]],
-                       outputs[False][:, : size["block_size"]])
-    speedup = seconds[False] / seconds[True]
-    print(table(["", "seconds", "tokens/s"], [
-        ["no cache", f"{seconds[False]:.2f}", f"{tokens / seconds[False]:,.0f}"],
-        ["KV cache", f"{seconds[True]:.2f}", f"{tokens / seconds[True]:,.0f}"]]))
-    print(f"KV cache {speedup:.1f}x faster; the first {size['block_size']} tokens are "
-          f"{'identical' if same else 'DIFFERENT'} both ways (past block_size the cache "
-          "restarts from the last half window while the no-cache path slides)")
-    return {"config": size, "tokens": tokens, "seconds_cache": seconds[True],
-            "seconds_no_cache": seconds[False], "speedup": speedup, "identical": same}
+    a = trainer_args(train5, args, GENERATE)
+    n, T = (TINY_TOKENS if args.quick else args.gen_tokens), a.block_size
+    say(f"\n(e) stage 5 KV cache: {n} greedy tokens from a 1-character prompt, without and "
+        f"with, L{a.n_layer} H{a.n_head} C{a.n_embd} T{T}")
+    model = stage5_model(a).eval()
+    prompt, out = torch.zeros((1, 1), dtype=torch.long), {}
+
+    def generation(cache: bool) -> Job:
+        def step() -> None:
+            out[cache] = model.generate(prompt, n, temperature=0, use_cache=cache)
+        model.generate(prompt, 2, temperature=0, use_cache=cache)  # warm up
+        return Job(step, n)
+    r = race({"no cache": generation(False), "KV cache": generation(True)}, args, steps=1,
+             warmup=0)
+    table(["generation", "tokens/s", "vs no cache"], [[k, *cells(v)] for k, v in r.items()])
+    k = min(n + 1, T)  # the prompt too; past block_size the two paths see different contexts
+    same = torch.equal(out[True][:, :k], out[False][:, :k])
+    say(f"same tokens both ways: {'yes' if same else 'NO'} (the first {k}"
+        + (f"; past block_size {T} the cache restarts from the last half window while the "
+           "no-cache path slides)" if k < n + 1 else ")"))
+    return {"config": size(a), "tokens": n, "compared": k, "same_tokens": same, "results": r}
 
 
-def thread_rates(cfg: Config, args: argparse.Namespace) -> dict[str, float]:
-    """Training tokens/s of stage 5 at every fixed thread count and with the tuner."""
-    top = args.threads
-    torch.manual_seed(0)
-    runner = Runner(stage5(cfg), batches(cfg), True)
-    out = {}
-    for label, threads in [*((f"{n} thread{'s' * (n > 1)}", n) for n in range(1, top + 1)),
-                           ("chosen by timing", None)]:
-        torch.set_num_threads(top)
-        tuner = ThreadTuner(threads)  # as the trainers use it
-        for _ in range(args.warmup):
-            runner.step()
-        t0, steps = time.perf_counter(), 0
-        while time.perf_counter() - t0 < args.thread_seconds:
-            tuner.before_step()
-            t = time.perf_counter()
-            runner.step()
-            tuner.after_step(time.perf_counter() - t)
-            steps += 1
-        out[label] = cfg.tokens * steps / (time.perf_counter() - t0)
-    torch.set_num_threads(top)
-    return out
-
-
-def bench_threads(args: argparse.Namespace) -> dict:
-    cfg = QUICK[0] if args.quick else CONFIGS[1]
-    print(f"\n(d) thread choice, stage-5 training at {cfg.name}, tokens/s for "
-          f"{args.thread_seconds:g} s each (the tuner times every count first, as in training)")
-    quiet = thread_rates(cfg, args)
-    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+@contextlib.contextmanager
+def busy_core():
+    """Another process keeping one core busy while the ``with`` lasts (Ctrl-C included)."""
+    hog = subprocess.Popen([sys.executable, "-c", BUSY_LOOP.format(parent=os.getpid())],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        time.sleep(0.5)
-        busy = thread_rates(cfg, args)
+        print(f"busy process: pid {hog.pid}", file=sys.stderr, flush=True)
+        time.sleep(0.5)  # let it get going
+        yield hog.pid
     finally:
         hog.kill()
         hog.wait()
-    rows = [[k, f"{quiet[k]:,.0f}", f"{busy[k]:,.0f}"] for k in quiet]
-    print(table(["threads", "quiet machine", "one core busy"], rows))
-    best_busy = max(v for k, v in busy.items() if k != "chosen by timing")
-    best_quiet = max(v for k, v in quiet.items() if k != "chosen by timing")
-    print(f"chosen by timing: {quiet['chosen by timing'] / best_quiet:.2f}x the best fixed "
-          f"count on a quiet machine, {busy['chosen by timing'] / best_busy:.2f}x with one "
-          "core busy")
-    return {"config": asdict(cfg), "quiet": quiet, "busy": busy}
+        print(f"busy process: pid {hog.pid} stopped", file=sys.stderr, flush=True)
+
+
+def bench_threads(args: argparse.Namespace) -> dict:
+    a, top = trainer_args(train5, args), args.threads
+    counts = sorted({1, top} | {2 ** i for i in range(1, 8) if 2 ** i < top})  # pick_threads's
+    label = {n: f"{n} thread{'s' * (n > 1)}" for n in counts}
+    say(f"\n(f) thread choice: harness.pick_threads vs fixed counts, stage-5 training, {size(a)}")
+    base = stage5_model(a)
+    x, y = next(batches(a))
+
+    def one_step() -> None:  # what the trainers time: a forward and backward pass
+        base(x, y)[1].backward()
+        base.zero_grad(set_to_none=True)
+
+    def measure() -> dict:
+        torch.set_num_threads(top)
+        line = pick_threads(None, one_step)
+        jobs = {label[n]: job(copy.deepcopy(base), a, threads=n) for n in counts}
+        jobs["pick_threads"] = job(copy.deepcopy(base), a, threads=torch.get_num_threads())
+        return {"chosen": torch.get_num_threads(), "line": line,
+                "results": race(jobs, args, plain=label[top])}
+
+    quiet = measure()
+    with busy_core() as pid:
+        busy = measure()
+    picked = f"pick_threads ({quiet['chosen']} | {busy['chosen']})"
+    table(["threads", "quiet tokens/s", f"vs {label[top]}", "one core busy", f"vs {label[top]}"],
+          [[picked if k == "pick_threads" else k, *cells(quiet["results"][k]),
+            *cells(busy["results"][k])] for k in quiet["results"]])
+    for name, m in (("quiet", quiet), ("one core busy", busy)):
+        best = max(v["tokens_per_s"] for k, v in m["results"].items() if k != "pick_threads")
+        say(f"{name}: {m['results']['pick_threads']['tokens_per_s'] / best:.2f}x the best fixed "
+            f"count; pick_threads said {m['line']!r}")
+    return {"config": size(a), "busy_pid": pid, "quiet": quiet, "busy": busy}
+
+
+SECTIONS = {"a": ("fast_dropout", bench_dropout), "b": ("attention_forms", bench_heads),
+            "c": ("attention_routes", bench_routes), "d": ("dtype", bench_dtype),
+            "e": ("kv_cache", bench_cache), "f": ("threads", bench_threads)}
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def busy_note() -> None:
+    if note := compare.busy_note("other processes are busy, so these figures are noisy and "
+                                 "lower than on an idle machine (look at the spread)."):
+        say(note)
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python tools/bench.py", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    p.add_argument("--steps", type=int, default=30, help="timed steps per round")
-    p.add_argument("--warmup", type=int, default=5, help="untimed steps before the first round")
-    p.add_argument("--repeats", type=int, default=3, help="timed rounds; the median is reported")
+    p.add_argument("--sections", default="".join(SECTIONS), help="the sections to run, e.g. ce")
+    p.add_argument("--threads", type=positive_int, default=2,
+                   help="torch.set_num_threads; in (f), the most threads tried")
+    p.add_argument("--steps", type=positive_int, default=30, help="timed steps per round")
+    p.add_argument("--warmup", type=non_negative_int, default=5,
+                   help="untimed steps before the first round")
+    p.add_argument("--repeats", type=positive_int, default=3,
+                   help="timed rounds; the median is reported")
+    p.add_argument("--gen-tokens", type=positive_int, default=500, help="tokens generated in (e)")
     p.add_argument("--quick", action="store_true",
-                   help=f"only one tiny configuration ({QUICK[0].name}): a smoke run")
-    p.add_argument("--gen-tokens", type=int, default=500, help="tokens generated in (c)")
-    p.add_argument("--thread-seconds", type=float, default=8.0,
-                   help="seconds of training per thread setting in (d)")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures here")
+                   help=f"one tiny model per section ({TINY}): a smoke run")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH",
+                   help="also write the figures here")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name in ("threads", "steps", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1")
-    if args.warmup < 0:
-        parser.error("--warmup must be at least 0")
+    if not args.sections or set(args.sections) - set(SECTIONS):
+        parser.error(f"--sections takes letters among {''.join(SECTIONS)}, got {args.sections!r}")
     torch.set_num_threads(args.threads)
-    configs = QUICK if args.quick else CONFIGS
     machine = {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": cpu_model(),
-               "cpus": os.cpu_count(), "python": platform.python_version(), "load": compare.load_average()}
-    print(f"torch {machine['torch']}, {machine['threads']} threads, CPU: {machine['cpu']} "
-          f"({machine['cpus']} logical CPUs), Python {machine['python']}")
-    print(f"{args.steps} timed steps x {args.repeats} rounds after {args.warmup} warmup steps; "
-          f"random token batches, vocab {VOCAB}")
-    print(LEGEND)
-    if note := busy_note():
-        print(note)
-    t0 = time.perf_counter()
-    forms = bench_forms(configs, args)
-    gpt = bench_gpt(configs, args)
-    cache = bench_cache(args)
-    threads = bench_threads(args)
-    print(f"\n({time.perf_counter() - t0:.0f} s in all. Peak memory not measured: see --help.)")
-    if note := busy_note():
-        print(note)
+               "cpus": os.cpu_count(), "python": platform.python_version(),
+               "load": compare.load_average()}
+    say(f"torch {machine['torch']}, {machine['threads']} threads, CPU: {machine['cpu']} "
+        f"({machine['cpus']} logical CPUs), Python {machine['python']}\n"
+        f"{args.steps} timed steps x {args.repeats} rounds after {args.warmup} warmup steps; "
+        f"random token batches, vocab {VOCAB}\n"
+        "sizes: L layers, H heads, C embedding width, T block size (tokens), B batch size\n"
+        "tokens/s: median of the rounds ± half the gap between the slowest and fastest round; "
+        "vs: its ratio to the plain version's")
+    busy_note()
+    t0, figures = time.perf_counter(), {}
+    try:
+        for letter in sorted(set(args.sections)):
+            key, bench = SECTIONS[letter]
+            figures[key] = bench(args)
+    except KeyboardInterrupt:
+        print("bench.py: interrupted", file=sys.stderr)
+        return 130
+    say(f"\n({time.perf_counter() - t0:.0f} s in all.)")
+    busy_note()
     machine["load_after"] = compare.load_average()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         settings = vars(args) | {"json": str(args.json)}
-        args.json.write_text(json.dumps({"machine": machine, "settings": settings,
-                                         "stage4_forms": forms, "stage5_vs_stage4": gpt,
-                                         "kv_cache": cache, "threads": threads}, indent=2))
-        print(f"json: {args.json}")
+        args.json.write_text(json.dumps({"machine": machine, "settings": settings, **figures},
+                                        indent=2))
+        say(f"json: {args.json}")
     return 0
 
 

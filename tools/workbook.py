@@ -11,30 +11,49 @@ git-ignored) and cuts the body of each of the stage's key pieces (listed in
 overwrites a workbook that is already there, unless ``--force``; even then the old
 folder is kept beside the new one, renamed.
 
-``grade`` runs the stage's own tests (tests/test_stageN_*.py and the stage's
-doctests; not the ``slow`` end-to-end runs, which start fresh interpreters on the
-repository's copy of the stage) with the workbook first on ``sys.path``, so that
-``import stage3_attention`` is the learner's copy. This file is also the pytest
-plugin of that run (``-p tools.workbook``): it checks where the stage was imported
-from, notes which exercise functions every test calls, and which exercise's
-``NotImplementedError`` stopped it. An exercise passes when every test that
-reached it passed, not counting tests stopped by another unfinished exercise. The
-grader reads the learner's files and never writes to them.
+``grade`` runs the stage's tests (the in-process ones: tests/test_stageN_*.py less
+the end-to-end CLI files, the ``slow`` tests and a few heavy ones, plus the stage's
+doctests) on a snapshot of the workbook, first on ``sys.path``. Each exercise is
+graded on its own: while one exercise runs the learner's code, every other one runs
+the solution's (the repository's code, compiled into the learner's module), so a
+mistake in 4.3 cannot fail 4.1. This file is also the pytest plugin of that run
+(``-p tools.workbook``). Every exercise function is replaced by a dispatcher that
+calls the learner's or the solution's version, as the test being run asks:
+
+- first the test runs with the learner's code for every exercise that is filled in
+  (an open hole, or one already judged, runs the solution's);
+- if it fails and more than one of the learner's exercises ran, it runs again once
+  per such exercise, with only that one the learner's, to find which is wrong.
+
+Code that is the solution's, statement for statement, counts as the solution. A test
+that runs longer than the time limit is stopped, and the exercise whose code was
+running is failed and from then on replaced by the solution's; a test that will not
+stop, or a process that grows past the memory limit, is killed and the run goes on
+in a fresh process. A syntax error inside an exercise fails that exercise (its
+solution stands in); one outside the exercises makes the file's exercises wait.
+The grader reads the learner's files and never writes to them.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib
+import inspect
 import json
+import mmap
 import os
 import re
 import shutil
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import textwrap
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +62,17 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = {1: "stage1_data", 2: "stage2_bigram", 3: "stage3_attention", 4: "stage4_block",
           5: "stage5_gpt"}
 ENV = "GPT_STAGES_WORKBOOK"  # the plugin's settings (a JSON file), set by ``run_tests``
+TIME_LIMIT = 30.0  # seconds one test may run (the solution's heaviest takes a few)
+MEMORY_LIMIT = 4.0  # GiB the test process may use (the solution's tests use under 1)
+GRACE = 20.0  # seconds past the time limit before a test that ignores being stopped is killed
+# Test files of whole command-line runs (seconds each, and they test the pieces only
+# through the others): `make test` runs them, the grader does not.
+END_TO_END = ("_cli.py", "_checkpoint.py", "_visualize.py")
+# In-process tests that take seconds and test no exercise (a real Ctrl-C, a timing, a
+# corpus of 100 MB): left out of grading.
+HEAVY = ("tests/test_stage1_data.py::test_loading_a_big_corpus_takes_at_most_four_times_its_size",
+         "tests/test_stage5_train.py::test_ctrl_c_saves_a_resumable_checkpoint",
+         "tests/test_stage5_train.py::test_auto_precision_is_a_timed_choice_on_a_cpu")
 
 
 @dataclass(frozen=True)
@@ -50,9 +80,10 @@ class Exercise:
     id: str  # "3.2": stage 3, exercise 2
     target: str  # "model.py:Head.forward", or "model.py:GPT.__init__#init": a snippet section in it
     title: str
+    title_zh: str
     read: str  # the heading of the section of docs/<stage>.md to read
+    read_zh: str  # the same section's heading in docs/zh/<stage>.md
     hint: str
-    needs: tuple[str, ...] = ()  # exercises every test of this one also runs (do them first)
 
     @property
     def stage(self) -> int:
@@ -65,6 +96,10 @@ class Exercise:
     @property
     def file(self) -> str:
         return self.target.split(":")[0]
+
+    @property
+    def module(self) -> str:
+        return f"{self.package}.{self.file.removesuffix('.py').replace('/', '.')}"
 
     @property
     def qualname(self) -> str:
@@ -98,65 +133,67 @@ class Exercise:
 # The holes, in the order a learner meets them. Each is the heart of its stage's idea.
 EXERCISES = (
     Exercise("1.1", "tokenizer.py:CharTokenizer.encode", "encode text to ids",
-             "A character tokenizer",
+             "把文本编码成 id", "A character tokenizer", "字符级分词器",
              "look each character up in self.stoi; unknown characters raise the UserError that "
              "self._unknown_error builds (every position, at most 10 shown)"),
     Exercise("1.2", "tokenizer.py:CharTokenizer.decode", "decode ids to text",
-             "A character tokenizer",
+             "把 id 解码回文本", "A character tokenizer", "字符级分词器",
              "accept any iterable of ints (tensors too); an id outside 0..vocab_size-1 is a "
              "UserError; join the characters of self.itos"),
     Exercise("1.3", "data.py:get_batch", "a random batch of (x, y) windows",
-             "Batches: inputs and targets shifted by one",
+             "随机取一批 (x, y) 窗口", "Batches: inputs and targets shifted by one",
+             "批次：输入与错开一位的目标",
              "check_length first, then batch_size >= 1; random starts with torch.randint(..., "
              "generator=generator); y is x shifted by one; return torch.long on device"),
     Exercise("2.1", "model.py:LanguageModel.forward", "the bigram's logits and loss",
-             "The loss: cross-entropy",
+             "二元模型的 logits 和损失", "The loss: cross-entropy", "损失：交叉熵",
              "logits are rows of the table, (B, T, V); with targets, flatten to (B*T, V) and "
              "(B*T,) for F.cross_entropy; without, the loss is None"),
     Exercise("2.2", "model.py:LanguageModel.stream", "sampling, one token at a time",
-             "Generating text",
+             "采样：一次生成一个词元", "Generating text", "生成文本",
              "max_new_tokens times: the logits of the last position, sample_next, append to "
-             "idx, yield the new (B, 1) token", needs=("2.1",)),
+             "idx, yield the new (B, 1) token"),
     Exercise("3.1", "model.py:sinusoidal_positions", "sinusoidal positions",
-             "Step 1: token and position embeddings",
+             "正弦位置编码", "Step 1: token and position embeddings", "步骤一：词元嵌入与位置嵌入",
              "even columns sin(p / 10000^(2i/C)), odd columns the cos of the same angle; "
              "mind an odd n_embd"),
     Exercise("3.2", "model.py:Head.forward", "one head of causal self-attention",
-             "Step 2: one attention head",
+             "一个因果自注意力头", "Step 2: one attention head", "步骤二：一个注意力头",
              "q, k, v from the three Linears; scores q k^T / sqrt(head_size); -inf above the "
              "diagonal when self.causal; softmax over the last dim; keep a detached copy of "
              "the weights in self.last_attention"),
     Exercise("3.3", "model.py:LanguageModel.forward", "the forward pass",
-             "The forward pass",
+             "前向传播", "The forward pass", "前向传播",
              "UserError when T > block_size; token embeddings + self.positions(T, device); "
-             "the head; lm_head; the loss as in stage 2", needs=("3.2",)),
+             "the head; lm_head; the loss as in stage 2"),
     Exercise("4.1", "model.py:CausalSelfAttention.forward", "multi-head attention, batched",
-             "The reshape, step by step",
+             "批量计算的多头注意力", "The reshape, step by step", "逐步看形状变换",
              "one c_attn gives q, k, v; view (B, T, C) as (B, nh, T, hs); one head's math for "
              "all heads at once; self.last_attention is (B, nh, T, T); heads side by side "
              "again, then c_proj and resid_dropout (attn_dropout on the weights)"),
-    Exercise("4.2", "model.py:FeedForward.__init__", "the feed-forward network",
-             "Feed-forward network",
-             "self.net = nn.Sequential(Linear C->4C, ReLU or GELU, Linear 4C->C, Dropout) in "
-             "this order, so checkpoints and parameter counts match"),
+    Exercise("4.2", "model.py:MLP.__init__", "the feed-forward network (MLP)",
+             "前馈网络（MLP）", "Feed-forward network", "前馈网络",
+             "c_fc = Linear C->4C, act = ReLU or GELU as config.activation says, c_proj = "
+             "Linear 4C->C, dropout = Dropout(config.dropout): forward uses these four names"),
     Exercise("4.3", "model.py:Block.forward", "the pre-LN block, residuals included",
-             "Layer normalisation",
-             "pre-LN: x + attn(ln1(x)), then x + ffwd(ln2(x)); when not self.pre_norm "
-             "(post-LN): ln1(x + attn(x)), then ln2(x + ffwd(x))", needs=("4.1", "4.2")),
+             "前置层归一化的块（含残差连接）", "Layer normalisation", "层归一化",
+             "pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)): LayerNorm on the branch's "
+             "input, the residual adds the branch's output to x itself"),
     Exercise("5.1", "model.py:GPT.__init__#init", "GPT-2's initialisation",
-             "Initialisation",
+             "GPT-2 的初始化", "Initialisation", "初始化",
              "tie lm_head.weight to wte.weight when config.tie_weights; self.apply("
              "self._init_weights); then every c_proj.weight ~ N(0, 0.02 / sqrt(2 * n_layer))"),
     Exercise("5.2", "train.py:get_lr", "warmup, then cosine decay",
-             "Warmup, then cosine decay",
+             "先预热，再余弦衰减", "Warmup, then cosine decay", "先预热，再余弦衰减",
              "linear warmup lr * (step + 1) / warmup_iters; cosine from lr to min_lr until "
              "lr_decay_iters (or max_iters when 0); min_lr after"),
     Exercise("5.3", "model.py:sample_next", "temperature and top-k sampling",
-             "Sampling, one character at a time",
+             "温度与 top-k 采样", "Sampling, one character at a time", "采样：一次一个字符",
              "UserError for temperature < 0 (or nan) and top_k < 1; temperature 0 is argmax; "
-             "else divide by the temperature without overflowing, keep the top_k largest, "
-             "softmax, torch.multinomial with the generator"),
+             "else divide the logits by the temperature without overflowing, keep the top_k "
+             "largest (the others -inf), softmax, torch.multinomial with the generator"),
 )
+BY_ID = {e.id: e for e in EXERCISES}
 
 
 def exercises(stage: int) -> list[Exercise]:
@@ -189,7 +226,7 @@ def section_lines(lines: list[str], name: str, start: int, end: int) -> tuple[in
         pattern = rf"\s*# --8<-- \[{kind}:{re.escape(name)}\]\s*"
         return next((i for i in range(lo, hi) if re.fullmatch(pattern, lines[i])), None)
 
-    first = find("start", start, end)
+    first = find("start", start, min(end, len(lines)))
     last = None if first is None else find("end", first, len(lines))
     return None if last is None else (first, last)
 
@@ -223,7 +260,7 @@ def cut(source: str, ex: Exercise) -> str:
 def is_open(package_dir: Path, ex: Exercise) -> bool:
     """Whether the learner's copy still holds the exercise's ``raise NotImplementedError``."""
     path = package_dir / ex.file
-    return path.is_file() and ex.marker in path.read_text(encoding="utf-8")
+    return path.is_file() and ex.marker in path.read_text(encoding="utf-8", errors="replace")
 
 
 def make(stage: int, folder: Path, force: bool = False, holes: list[str] | None = None,
@@ -236,8 +273,9 @@ def make(stage: int, folder: Path, force: bool = False, holes: list[str] | None 
         if not force:
             raise WorkbookError(
                 f"{dest} already exists and may hold your work; grade it with "
-                f"`python tools/workbook.py grade --stage {stage} --dir {folder}`, or pass "
-                "--force to start again (the old folder is kept, renamed)")
+                f"`make grade STAGE={stage}` (or `python tools/workbook.py grade --stage {stage}"
+                f" --dir {folder}`), or start again with `make workbook STAGE={stage} FORCE=1` "
+                "(or --force; the old folder is kept, renamed)")
         backup = dest.with_name(f"{package}.old-{time.strftime('%Y%m%d-%H%M%S')}")
         dest.rename(backup)
         print(f"kept your previous workbook as {backup}")
@@ -254,237 +292,987 @@ def make(stage: int, folder: Path, force: bool = False, holes: list[str] | None 
     return dest
 
 
-# --- running the tests --------------------------------------------------------------
+# --- where an exercise's code is, also in a file that does not parse ------------------
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _code(line: str) -> bool:
+    """Whether a line holds code (not blank, not only a comment)."""
+    return bool(line.strip()) and not line.lstrip().startswith("#")
+
+
+def rough_span(lines: list[str], qualname: str) -> tuple[int, int] | None:
+    """0-based [first, last) of the ``def`` of ``qualname``, decorators included, found by
+    indentation alone (for a file with a syntax error, which ``ast`` cannot read)."""
+    lo, hi, outer = 0, len(lines), -1
+    start = ind = None
+    parts = qualname.split(".")
+    for k, part in enumerate(parts):
+        keyword = r"(?:async\s+)?def" if k == len(parts) - 1 else "class"
+        pattern = re.compile(rf"([ \t]*){keyword}\s+{re.escape(part)}\b")
+        start = next((i for i in range(lo, hi) if pattern.match(lines[i])
+                      and _indent(lines[i]) > outer), None)
+        if start is None:
+            return None
+        ind = _indent(lines[start])
+        # The header ends at the first line whose brackets close and that ends with ':'.
+        depth, head_end = 0, start
+        for i in range(start, hi):
+            text = lines[i].split("#")[0].rstrip()
+            depth += sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+            head_end = i
+            if depth <= 0 and text.endswith(":"):
+                break
+        end = head_end + 1
+        for i in range(head_end + 1, len(lines)):
+            if _code(lines[i]) and _indent(lines[i]) <= ind:
+                break
+            if _code(lines[i]):
+                end = i + 1
+        lo, hi, outer = start + 1, end, ind
+    while start > 0 and lines[start - 1].lstrip().startswith("@") and _indent(lines[start - 1]) == ind:
+        start -= 1
+    return start, hi
+
+
+def exercise_span(text: str, ex: Exercise) -> tuple[int, int] | None:
+    """0-based [first, last) of the lines that hold exercise ``ex`` in ``text``: its whole
+    ``def`` with decorators, or, for a snippet, the lines between the two markers."""
+    lines = text.splitlines(keepends=True)
+    try:
+        fn = find_function(ast.parse(text), ex.qualname)
+        span = None if fn is None else (
+            (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1, fn.end_lineno)
+    except SyntaxError:
+        span = rough_span(lines, ex.qualname)
+    if span is None or not ex.snippet:
+        return span
+    where = section_lines(lines, ex.snippet, span[0], span[1])
+    return None if where is None else (where[0] + 1, where[1])
+
+
+def solution_text(ex: Exercise) -> str:
+    return (ROOT / ex.package / ex.file).read_text(encoding="utf-8")
+
+
+def solution_lines(ex: Exercise) -> list[str]:
+    """The repository's lines for the span ``exercise_span`` finds."""
+    text = solution_text(ex)
+    first, last = exercise_span(text, ex)
+    return text.splitlines(keepends=True)[first:last]
+
+
+def with_solution(text: str, ex: Exercise) -> str | None:
+    """``text`` with exercise ``ex``'s code replaced by the solution's; None if not found."""
+    span = exercise_span(text, ex)
+    if span is None:
+        return None
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:span[0]] + solution_lines(ex) + lines[span[1]:])
+
+
+def same_code(a: str, b: str) -> bool:
+    """Whether two pieces of Python (a ``def``, or statements) are the same statements."""
+    def tree(text: str) -> str | None:
+        try:
+            return ast.dump(ast.parse(textwrap.dedent(text)))
+        except SyntaxError:
+            return None
+    ta = tree(a)
+    return ta is not None and ta == tree(b)
+
+
+# --- the snapshot that is graded, and its syntax errors (in the grader's process) ------
+
+
+def preflight(package_dir: Path, stage: int, learner: Path) -> dict:
+    """Make every file of the snapshot ``package_dir`` compile: a syntax error inside an
+    exercise fails it (the solution's code stands in); one outside the exercises puts the
+    repository's file in its place, and that file's exercises wait. ``learner``: the
+    learner's package folder, for the messages."""
+    found = {"failed": {}, "waiting": {}, "notes": []}
+    for path in sorted(package_dir.rglob("*.py")):
+        rel = path.relative_to(package_dir).as_posix()
+        text = original = path.read_text(encoding="utf-8", errors="replace")
+        mine = [ex for ex in exercises(stage) if ex.file == rel]
+        for _ in range(len(mine) + 1):
+            try:
+                compile(text, str(path), "exec")
+                break
+            except SyntaxError as e:
+                where = f"{learner.name}/{rel} line {e.lineno}"
+                problem = f"syntax error at {where}: {e.msg}"
+                lines = text.splitlines(keepends=True)
+                inside = next((ex for ex in mine if ex.id not in found["failed"]
+                               and (span := exercise_span(text, ex))
+                               and span[0] < (e.lineno or 0) <= span[1]), None)
+                patched = inside and with_solution(text, inside)
+                if patched is None:  # outside every exercise: the whole file is the solution's
+                    solution = ROOT / STAGES[stage] / rel
+                    text = solution.read_text(encoding="utf-8") if solution.is_file() else original
+                    blocked = [ex.id for ex in mine if ex.id not in found["failed"]]
+                    for ex_id in blocked:
+                        found["waiting"][ex_id] = (
+                            f"waiting for the {problem} (outside the exercises; "
+                            f"{learner.name}/{rel} cannot run until it is fixed)")
+                    found["notes"].append(
+                        f"{problem}"
+                        + (f" (outside the exercises: blocks {', '.join(blocked)})" if blocked else "")
+                        + (f"; the repository's {rel} stands in for now" if solution.is_file()
+                           else ""))
+                    del lines
+                    continue
+                found["failed"][inside.id] = {
+                    "kind": "syntax", "text": f"{problem} (inside exercise {inside.id}, "
+                    f"{inside.qualname}): {lines[e.lineno - 1].strip() if e.lineno and e.lineno <= len(lines) else ''}".rstrip(": "),
+                    "where": where}
+                text = patched
+        if text != original:
+            path.write_text(text, encoding="utf-8")
+    return found
+
+
+def snapshot(folder: Path, stages: list[int], dest: Path) -> dict[int, dict]:
+    """Copy the learner's stage packages into ``dest``; their syntax errors, per stage."""
+    found = {}
+    for n in stages:
+        src = folder / STAGES[n]
+        shutil.copytree(src, dest / STAGES[n],
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pt", "*.pyc"))
+        found[n] = preflight(dest / STAGES[n], n, src)
+    return found
+
+
+# --- running the tests (in the grader's process) --------------------------------------
+
+BEAT = struct.Struct("<d16s16s")  # a test's start (0: none running); running and last exercise
+BEAT_SIZE = 1024  # BEAT, then the test's node id
+
+
+def _read_beat(path: Path) -> tuple[float, str, str, str]:
+    raw = path.read_bytes()[:BEAT_SIZE].ljust(BEAT_SIZE, b"\0")
+    started, running, last = BEAT.unpack_from(raw)
+    nodeid = raw[BEAT.size:].split(b"\0")[0].decode("utf-8", "replace")
+    return started, running.rstrip(b"\0").decode(), last.rstrip(b"\0").decode(), nodeid
+
+
+def _rss(pid: int) -> int:
+    """Resident memory of a process in bytes (0 where /proc is not there)."""
+    try:
+        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """The test process and everything it started (its own session)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(Exception):
+        proc.kill()
+    proc.wait()
+
+
+def _watch(proc: subprocess.Popen, beat: Path, time_limit: float, memory_limit: float) -> dict | None:
+    """Wait for the test process; kill it when a test outlives the time limit by GRACE
+    (stuck where it cannot be stopped) or it outgrows the memory limit. What was killed."""
+    while True:
+        try:
+            proc.wait(timeout=0.2)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        started, running, last, nodeid = _read_beat(beat)
+        rss = _rss(proc.pid)
+        why = None
+        if started and time.time() - started > time_limit + GRACE:
+            why = "time"
+        elif rss > memory_limit * 2**30:
+            why = "memory"
+        if why:
+            _kill(proc)
+            return {"why": why, "exercise": running or last, "running": bool(running),
+                    "nodeid": nodeid, "rss": rss}
+
+
+def _killed_row(killed: dict, time_limit: float, memory_limit: float, rc: int | None) -> dict:
+    """The row of a test whose process was killed (or died), blaming the exercise whose
+    code was running (or ran last)."""
+    ex = killed["exercise"]
+    who = f"your {BY_ID[ex].qualname} (exercise {ex})" if ex else "the test"
+    text = {"time": f"time limit: {who} ran more than {time_limit:.0f} s and did not stop when "
+                    "told to (an endless loop?), so the test process was killed",
+            "memory": f"memory limit: the tests grew past {memory_limit:g} GiB while running "
+                      f"{who}, so the test process was killed",
+            "crash": f"the test process died (exit status {rc}) while running {who}"}[killed["why"]]
+    message = {"kind": "limit", "text": text, "where": None}
+    row = {"nodeid": killed["nodeid"], "outcome": "failed", "seconds": 0.0,
+           "reached": [ex] if ex else [], "verdicts": {}, "other": None, "judged": {}}
+    if ex:
+        row["verdicts"][ex] = {"outcome": "failed", "message": message}
+        row["judged"][ex] = message
+    else:
+        row["other"] = message
+    return row
+
+
+def test_files(stages: list[int]) -> list[str]:
+    """The test files ``grade`` runs for ``stages``: the stage's in-process tests."""
+    return sorted(str(p.relative_to(ROOT)) for n in stages
+                  for p in (ROOT / "tests").glob(f"test_stage{n}_*.py")
+                  if not p.name.endswith(END_TO_END))
 
 
 def run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None = None,
-              verbose: bool = False) -> dict:
-    """Run the tests of ``stages`` with ``folder`` first on sys.path; the plugin's record.
+              verbose: bool = False, time_limit: float = TIME_LIMIT,
+              memory_limit: float = MEMORY_LIMIT) -> dict:
+    """Run the tests of ``stages`` on a snapshot of the packages in ``folder``; the record.
 
     ``pytest_args``: node ids or options that narrow the run (the tests use them).
+    The record: ``tests`` (one row per test: ``verdicts`` per exercise of the learner's
+    that ran, ``reached``: every exercise it reached, ``other``: a failure that is no
+    exercise's), ``preflight`` (per stage: syntax errors), ``errors``, ``imported``.
     """
     folder = folder.resolve()
-    with tempfile.TemporaryDirectory(prefix="workbook-grade-") as tmp:
-        settings = Path(tmp) / "settings.json"
-        record = Path(tmp) / "record.json"
-        settings.write_text(json.dumps({"folder": str(folder), "stages": stages,
-                                        "record": str(record)}), encoding="utf-8")
-        files = sorted({str(p.relative_to(ROOT)) for n in stages
-                        for p in (ROOT / "tests").glob(f"test_stage{n}_*.py")})
-        cmd = [sys.executable, "-m", "pytest", *(pytest_args or [*files, "tests/test_doctests.py"]),
-               "-p", "tools.workbook", "-p", "no:cacheprovider", "-q", "--no-header",
-               "--basetemp", str(Path(tmp) / "pytest"), "-o", "addopts=--strict-markers"]
-        env = {**os.environ, ENV: str(settings), "PYTHONDONTWRITEBYTECODE": "1"}
+    tmp = Path(tempfile.mkdtemp(prefix="workbook-grade-"))
+    try:
+        return _run_tests(folder, stages, pytest_args, verbose, time_limit, memory_limit, tmp)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: no traceback either
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, verbose: bool,
+               time_limit: float, memory_limit: float, tmp: Path) -> dict:
+    work = tmp / "work"
+    found = snapshot(folder, stages, work)
+    record, beat, log = tmp / "record.jsonl", tmp / "beat", tmp / "pytest.log"
+    record.touch()
+    settings = {"folder": str(work), "learner": str(folder), "stages": stages,
+                "record": str(record), "beat": str(beat), "time_limit": time_limit,
+                "judged": {}, "done": []}
+    args = pytest_args or [*test_files(stages), "tests/test_doctests.py",
+                           *(f"--deselect={h}" for h in HEAVY)]
+    replaced: set[str] = set()
+    rows: dict[str, dict] = {}  # node id -> row, from the test processes' records
+    killed_rows: dict[str, dict] = {}  # node id -> the verdict of a killed run of it
+    end, proc = None, None
+    for _attempt in range(2 * len(EXERCISES) + 4):
+        beat.write_bytes(b"\0" * BEAT_SIZE)
+        (tmp / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+        cmd = [sys.executable, "-m", "pytest", *args, "-p", "tools.workbook",
+               "-p", "no:cacheprovider", "-q", "--no-header", "-p", "no:faulthandler",
+               "--basetemp", str(tmp / "pytest"), "-o", "addopts=--strict-markers"]
+        env = {**os.environ, ENV: str(tmp / "settings.json"), "PYTHONDONTWRITEBYTECODE": "1"}
         env.setdefault("OMP_NUM_THREADS", "1")
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-        if verbose:
-            print(proc.stdout[-20000:], proc.stderr[-5000:], sep="\n")
-        if not record.is_file():
-            raise WorkbookError("pytest did not run:\n" + (proc.stdout + proc.stderr)[-3000:])
-        result = json.loads(record.read_text(encoding="utf-8"))
-    for pkg, path in result["imported"].items():
-        if not Path(path).resolve().is_relative_to(folder):
+        with log.open("ab") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            killed = _watch(proc, beat, time_limit, memory_limit)
+        except BaseException:
+            _kill(proc)
+            raise
+        end = None
+        for line in record.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            if "nodeid" in item:
+                rows[item["nodeid"]] = item
+                settings["judged"].update(item.get("judged", {}))
+            else:
+                end = item
+        if killed is None and end is None:  # it died on its own: a crash in the learner's code?
+            started, running, last, nodeid = _read_beat(beat)
+            if started and nodeid and nodeid not in rows:
+                killed = {"why": "crash", "exercise": running or last, "nodeid": nodeid}
+        if killed is not None:
+            row = _killed_row(killed, time_limit, memory_limit, proc.returncode)
+            settings["judged"].update(row["judged"])
+            if killed["exercise"]:  # run the test again, with the solution's code there
+                killed_rows[row["nodeid"]] = row
+            else:  # the test itself hangs: never again
+                rows[row["nodeid"]] = row
+            settings["done"] = sorted(rows)
+            continue
+        problem = end and end.get("import_error")
+        if problem and problem.get("file") and problem["file"] not in replaced:
+            # A module of the learner's that does not import: the repository's stands in.
+            pkg, rel = problem["file"].split("/", 1)
+            n = next((k for k, v in STAGES.items() if v == pkg), None)
+            if n in found and (ROOT / pkg / rel).is_file():
+                shutil.copyfile(ROOT / pkg / rel, work / pkg / rel)
+                replaced.add(problem["file"])
+                blocked = [ex.id for ex in exercises(n) if ex.file == rel
+                           and ex.id not in found[n]["failed"]]
+                for ex_id in blocked:
+                    found[n]["waiting"][ex_id] = (
+                        f"waiting for {pkg}/{rel} to import: {problem['text']}")
+                found[n]["notes"].append(
+                    f"{pkg}/{rel} does not import: {problem['text']}"
+                    + (f" (blocks {', '.join(blocked)})" if blocked else "")
+                    + f"; the repository's {rel} stands in for now")
+                record.write_text("", encoding="utf-8")
+                rows.clear()
+                settings["done"] = []
+                continue
+        break
+    for nodeid, row in killed_rows.items():  # what the killed run found, with the run after it
+        again = rows.setdefault(nodeid, {**row, "verdicts": {}, "reached": []})
+        again["verdicts"].update(row["verdicts"])
+        again["reached"] = sorted({*again["reached"], *row["reached"]})
+        again["outcome"] = "failed"
+    if verbose:
+        print(log.read_text(encoding="utf-8", errors="replace")[-20000:])
+    if end is None:
+        raise WorkbookError("pytest did not run:\n"
+                            + log.read_text(encoding="utf-8", errors="replace")[-3000:])
+    for pkg, path in end.get("imported", {}).items():
+        if not Path(path).resolve().is_relative_to(work):
             raise WorkbookError(f"the tests imported {pkg} from {path}, not from {folder}")
-    result["returncode"] = proc.returncode
-    return result
+    learner_prefix = str(work) + os.sep
+    result = {"tests": list(rows.values()), "errors": end.get("errors", []),
+              "imported": {k: str(folder / Path(v).relative_to(work))
+                           for k, v in end.get("imported", {}).items()},
+              "preflight": {n: found[n] for n in stages}, "judged": settings["judged"],
+              "returncode": proc.returncode, "import_error": end.get("import_error")}
+    return json.loads(json.dumps(result).replace(json.dumps(learner_prefix)[1:-1],
+                                                 json.dumps(str(folder) + os.sep)[1:-1]))
 
 
-HOLE_RE = re.compile(r"NotImplementedError\W+Exercise (\d+\.\d+)")
+# --- judging (in the grader's process) -------------------------------------------------
+
+RANK = {"syntax": 0, "limit": 0, "exercise-test": 1, "in-your-code": 2, "message": 3,
+        "error": 4, "assert": 5}
+
+
+def _rank(message: dict, nodeid: str) -> int:
+    kind = message.get("kind", "assert")
+    if kind == "message" and "_exercises.py" in nodeid:
+        return RANK["exercise-test"]
+    if kind == "error" and message.get("where"):
+        return RANK["in-your-code"]
+    return RANK.get(kind, 5)
 
 
 def judge(result: dict, stage: int, package_dir: Path) -> list[dict]:
     """Per exercise: status (passed, failed, todo, waiting), the tests behind it, a message."""
     tests = result["tests"]
+    found = result["preflight"].get(stage) or result["preflight"].get(str(stage)) or {}
     rows = []
     for ex in exercises(stage):
-        reached = [t for t in tests if ex.id in t["entered"]]
-        stopped_here = [t for t in tests if t["hole"] == ex.id]
-        # Tests stopped by another exercise's hole say nothing about this one.
-        conclusive = [t for t in reached if t["outcome"] != "failed"
-                      or t["hole"] in (None, ex.id)]
-        failed = [t for t in conclusive if t["outcome"] == "failed"]
-        row = {"id": ex.id, "title": ex.title, "tests": len(conclusive),
-               "waiting": len(reached) - len(conclusive), "message": ""}
-        if is_open(package_dir, ex):
-            row["status"] = "todo"
-            row["message"] = f"{ex.file}:{ex.qualname} still raises NotImplementedError"
-            row["tests"] = len(stopped_here)
+        reached = [t for t in tests if ex.id in t["reached"]]
+        graded = [t for t in tests if ex.id in t["verdicts"]]
+        failed = [t for t in graded if t["verdicts"][ex.id]["outcome"] == "failed"]
+        row = {"id": ex.id, "title": ex.title, "tests": len(graded), "reached": len(reached),
+               "failed": len(failed), "message": "", "where": ""}
+        if ex.id in found.get("failed", {}):
+            row.update(status="failed", message=found["failed"][ex.id]["text"])
+        elif ex.id in found.get("waiting", {}):
+            row.update(status="waiting", message=found["waiting"][ex.id])
+        elif is_open(package_dir, ex):
+            row.update(status="todo", message=(
+                f"{ex.file}: {ex.qualname} still raises NotImplementedError"))
         elif failed:
-            row["status"] = "failed"
-            row["message"] = f"{failed[0]['nodeid']}: {failed[0]['message']}"
-            row["failed"] = len(failed)
-        elif any(t["outcome"] == "passed" for t in conclusive):
+            best = min(failed, key=lambda t: (_rank(t["verdicts"][ex.id]["message"], t["nodeid"]),
+                                              tests.index(t)))
+            message = best["verdicts"][ex.id]["message"]
+            row.update(status="failed", message=message["text"],
+                       where=message.get("where") or "", test=best["nodeid"].split(" ")[0])
+        elif graded:
             row["status"] = "passed"
         else:
-            row["status"] = "waiting"
-            blockers = sorted({t["hole"] for t in reached} - {ex.id, None})
-            row["message"] = ("every test that reaches it stops first at exercise "
-                              + ", ".join(blockers))
+            row.update(status="failed", message=(
+                f"no test reached your {ex.qualname}: is it still in {ex.file}, under that name?"))
         rows.append(row)
     return rows
 
 
 def summary(result: dict, rows: list[dict]) -> tuple[list[str], bool]:
     """The grader's report as lines, and whether everything passed."""
-    by_id = {e.id: e for e in EXERCISES}
     lines = []
     width = max(len(r["title"]) for r in rows)
+    stage = BY_ID[rows[0]["id"]].stage
+    found = result["preflight"].get(stage) or result["preflight"].get(str(stage)) or {}
+    for note in found.get("notes", []):
+        lines.append(f"  {note}")
     for r in rows:
-        ex = by_id[r["id"]]
-        detail = {"todo": f"stops {r['tests']} tests",
-                  "failed": f"{r.get('failed', 0)} of {r['tests']} tests fail",
+        ex = BY_ID[r["id"]]
+        detail = {"todo": f"{r['reached']} tests will grade it",
+                  "failed": (f"{r['failed']} of {r['tests']} tests fail" if r["tests"]
+                             else "not graded"),
                   "passed": f"{r['tests']} tests pass",
-                  "waiting": "no test reaches it alone"}[r["status"]]
-        if r["waiting"] and r["status"] != "todo":
-            detail += f", {r['waiting']} more wait on other exercises"
+                  "waiting": "not graded yet"}[r["status"]]
         lines.append(f"  {r['id']}  {r['title']:<{width}}  {r['status'].upper():<7}  {detail}")
         if r["status"] != "passed":
-            lines.append(f"        {r['message'][:300]}")
-            lines.append(f"        hint: {ex.hint}")
+            lines.append(f"        {shorten(r['message'], 400)}")
+            where = "; ".join(x for x in (f"test: {r['test']}" if r.get("test") else "",
+                                          f"your code: {r['where']}" if r.get("where") else "")
+                              if x)
+            if where:
+                lines.append(f"        ({where})")
+            if r["status"] in ("failed", "todo"):
+                lines.append(f"        hint: {ex.hint}")
             lines.append(f"        read: {ex.docs}")
     tests = result["tests"]
-    others = [t for t in tests if t["outcome"] == "failed" and not t["entered"] and not t["hole"]]
+    others = [t for t in tests if t.get("other")]
     for t in others[:5]:
-        lines.append(f"  failed outside the exercises: {t['nodeid']}: {t['message'][:200]}")
-    for e in result["errors"]:
-        lines.append(f"  could not collect: {e[:500]}")
-    n_pass = sum(r["status"] == "passed" for r in rows)
+        lines.append(f"  failed outside the exercises (also with the solution's code): "
+                     f"{t['nodeid']}: {shorten(t['other']['text'], 200)}")
+    if len(others) > 5:
+        lines.append(f"  ... and {len(others) - 5} more tests that fail outside the exercises")
+    for e in result["errors"][:5]:
+        lines.append(f"  could not collect: {shorten(e, 500)}")
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("passed", "failed", "todo", "waiting")}
     n_failed = sum(t["outcome"] == "failed" for t in tests)
-    stopped = sum(t["outcome"] == "failed" and t["hole"] is not None for t in tests)
-    lines.append(f"Total: {n_pass} of {len(rows)} exercises pass; {len(tests)} tests: "
-                 f"{len(tests) - n_failed} passed, {stopped} stopped at an open exercise, "
-                 f"{n_failed - stopped} failed otherwise.")
-    ok = n_pass == len(rows) and n_failed == 0 and not result["errors"] and tests != []
+    lines.append(
+        f"Total: {counts['passed']} of {len(rows)} exercises pass"
+        + "".join(f", {counts[s]} {word}" for s, word in (("failed", "failed"), ("todo", "to do"),
+                                                           ("waiting", "waiting")) if counts[s])
+        + f"; {len(tests)} tests ran, {len(tests) - n_failed} passed, {n_failed} failed.")
+    ok = counts["passed"] == len(rows) and n_failed == 0 and not result["errors"] and tests != []
     return lines, ok
 
 
-def grade(stage: int, folder: Path, verbose: bool = False) -> bool:
+def shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def grade(stage: int, folder: Path, verbose: bool = False, time_limit: float = TIME_LIMIT,
+          memory_limit: float = MEMORY_LIMIT) -> bool:
     package_dir = folder / STAGES[stage]
     if not (package_dir / "__init__.py").is_file():
         raise WorkbookError(f"no workbook at {package_dir}; make one first: "
-                            f"python tools/workbook.py make --stage {stage} --dir {folder}")
-    print(f"Grading {package_dir} with the tests of stage {stage} "
-          f"(tests/test_stage{stage}_*.py and its doctests) ...", flush=True)
-    result = run_tests(folder, [stage], verbose=verbose)
+                            f"make workbook STAGE={stage} (or python tools/workbook.py make "
+                            f"--stage {stage} --dir {folder})")
+    print(f"Grading {package_dir} with the tests of stage {stage}, one exercise at a time "
+          f"(the others run the solution's code) ...", flush=True)
+    result = run_tests(folder, [stage], verbose=verbose, time_limit=time_limit,
+                       memory_limit=memory_limit)
     lines, ok = summary(result, judge(result, stage, package_dir))
     print("\n".join(lines))
     return ok
 
 
+# --- messages in plain words (in the test process) -------------------------------------
+
+
+def _matching(text: str, i: int) -> int:
+    """Index after the bracket that closes the one at ``text[i]``."""
+    depth = 0
+    for j in range(i, len(text)):
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return j + 1
+    return len(text)
+
+
+def _short_tensors(text: str) -> str:
+    out, i = [], 0
+    while (j := text.find("tensor(", i)) >= 0:
+        k = _matching(text, j + 6)
+        inner = text[j + 7:k - 1]
+        out.append(text[i:j])
+        out.append(f"tensor({inner})" if len(inner) <= 40 and "\n" not in inner else "tensor(…)")
+        i = k
+    return "".join(out) + text[i:]
+
+
+def _top_level_and(text: str) -> list[str]:
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(text):
+        c = text[i]
+        depth += {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}.get(c, 0)
+        if depth == 0 and text.startswith(" and ", i):
+            parts.append(text[start:i])
+            start = i = i + 5
+            continue
+        i += 1
+    return [*parts, text[start:]]
+
+
+def plain(text: str) -> str:
+    """A test's failure message without pytest's machinery: no ``+ where`` lines, no
+    object addresses, no tensor dumps, only the failing part of an ``and``."""
+    text = re.sub(r"<built-in method (\w+) of type object at 0x[0-9a-f]+>", r"torch.\1", text)
+    text = re.sub(r"<(?:bound method|function) ([\w.<>]+?)(?: of .*?)? at 0x[0-9a-f]+>", r"\1", text)
+    text = re.sub(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-f]+>", r"\1", text)
+    text = re.sub(r" at 0x[0-9a-f]+", "", text)
+    text = _short_tensors(text)
+    lines = [line for line in text.splitlines()
+             if not re.match(r"\s*\+\s+(where|and)\b", line) and line.strip() != "comparison failed"]
+    text = "\n".join(lines).strip()
+    pairs = re.findall(r"Obtained: (.*)\n\s*Expected: (.*)", text)
+    if pairs:
+        got, expected = pairs[-1]
+        expected = _top_level_and(expected.rstrip(")"))[0]
+        return f"expected {expected.strip()}, got {got.strip()}"
+    first, _, rest = text.partition("\n")
+    if first.startswith("assert (") and first.endswith(")"):
+        clauses = _top_level_and(first[len("assert ("):-1])
+        if len(clauses) > 1:
+            first = f"assert {clauses[-1]}"  # `and` stops at the first false clause: the last shown
+    if first.startswith("assert "):
+        first = f"this check failed: {first[len('assert '):]}"
+    return " ".join(f"{first}\n{rest}".split())
+
+
 # --- the pytest plugin (active only in a run started by run_tests) ------------------
 
-_SETTINGS: dict | None = None
-_CURRENT: str | None = None
-_ENTERED: dict[str, set[str]] = {}
-_TESTS: dict[str, dict] = {}
+_S: dict | None = None  # the settings
+_TESTING = False  # a test is running (not collection)
+_MODE: dict[str, bool] = {}  # exercise id -> run the learner's code (else the solution's)
+_KIND: dict[str, str] = {}  # exercise id -> "own", "same" (the solution's code), "open"
+_JUDGED: dict[str, dict] = {}  # exercise id -> why its learner's code no longer runs
+_ENTERED: set[tuple[str, bool]] = set()  # (exercise, learner's code?) in this run
+_STACK: list[str] = []  # the learner's exercises running now, innermost last
+_RUN: dict = {}  # this run: last learner exercise, exception, time limit hit
+_ALARMS = 0
+_BEAT: mmap.mmap | None = None
+_PACKAGES: dict[str, Path] = {}  # package -> its folder in the snapshot
 _ERRORS: list[str] = []
+_ROWS: list[dict] = []
 
 
-def _record_calls(fn, ex_id: str):
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if _CURRENT is not None:
-            _ENTERED.setdefault(_CURRENT, set()).add(ex_id)
-        return fn(*args, **kwargs)
-    return wrapper
+class TimeLimit(BaseException):  # noqa: N818 (not an Exception: `except Exception` lets it pass)
+    """A test ran longer than the grader's time limit."""
+
+
+def _beat(started: float | None = None, nodeid: str | None = None) -> None:
+    if _BEAT is None:
+        return
+    if started is not None:
+        _BEAT[BEAT.size:BEAT_SIZE] = (nodeid or "").encode()[:BEAT_SIZE - BEAT.size - 1].ljust(
+            BEAT_SIZE - BEAT.size, b"\0")
+    current = struct.unpack_from("<d", _BEAT, 0)[0] if started is None else started
+    BEAT.pack_into(_BEAT, 0, current, (_STACK[-1] if _STACK else "").encode(),
+                   (_RUN.get("last") or "").encode())
+
+
+def _enter(ex_id: str) -> None:
+    _STACK.append(ex_id)
+    _RUN["last"] = ex_id
+    _beat()
+
+
+def _leave() -> None:
+    if _STACK:
+        _STACK.pop()
+    _beat()
+
+
+def _watch_generator(ex_id: str, gen):
+    """The learner's generator, noted as running while it runs."""
+    try:
+        while True:
+            _enter(ex_id)
+            try:
+                item = next(gen)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                _leave()
+            yield item
+    finally:
+        gen.close()
+
+
+def _dispatcher(ex_id: str, learner, solution):
+    def call(*args, **kwargs):
+        mine = _MODE.get(ex_id, False)
+        if _TESTING:
+            _ENTERED.add((ex_id, mine))
+        if not mine:
+            return solution(*args, **kwargs)
+        _enter(ex_id)
+        try:
+            result = learner(*args, **kwargs)
+        finally:
+            _leave()
+        return _watch_generator(ex_id, result) if inspect.isgenerator(result) else result
+    functools.update_wrapper(call, learner)
+    call.__workbook_exercise__ = ex_id
+    return call
+
+
+def _compile_function(source: str, first_line: int, filename: str, name: str, namespace: dict,
+                      owner: type | None):
+    """The function ``name`` defined by ``source`` (which starts at line ``first_line`` of
+    ``filename``), with ``namespace`` as its globals and ``owner`` as its class (so
+    that ``super()`` works)."""
+    body = textwrap.indent(textwrap.dedent(source), "    ")
+    tree = ast.parse(f"def __workbook_factory__(__class__):\n{body}\n    return {name}\n")
+    ast.increment_lineno(tree, first_line - 2)
+    scope: dict = {}
+    exec(compile(tree, filename, "exec"), namespace, scope)  # noqa: S102 (the solution's own code)
+    return scope["__workbook_factory__"](owner)
+
+
+def _missing_globals(ex: Exercise, module) -> None:
+    """Names the solution's module imports that the learner's lacks (an import deleted),
+    imported into the learner's module, so that the solution's code can run there."""
+    tree = ast.parse(solution_text(ex))
+    for node in tree.body:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        if all(n in vars(module) for n in names) or any(a.name == "*" for a in node.names):
+            continue
+        scope = {"__name__": module.__name__, "__package__": module.__package__}
+        with contextlib.suppress(Exception):
+            exec(compile(ast.Module([node], []), "<workbook>", "exec"), scope)  # noqa: S102
+            for n in names:
+                if n not in vars(module) and n in scope:
+                    setattr(module, n, scope[n])
+
+
+def _solution_variant(ex: Exercise, module, owner, learner_text: str):
+    """The solution's version of the exercise's function, in the learner's module; and
+    whether the learner's code is the solution's, statement for statement."""
+    name = ex.qualname.split(".")[-1]
+    cls = owner if isinstance(owner, type) else None
+    learner_lines = learner_text.splitlines(keepends=True)
+    fn = find_function(ast.parse(learner_text), ex.qualname)
+    fn_first = (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1
+    own = "".join(learner_lines[fn_first:fn.end_lineno])
+    span = exercise_span(learner_text, ex) if ex.snippet else None
+    if ex.snippet and span is not None:  # the learner's function with the solution's section
+        section = solution_lines(ex)
+        same = same_code("".join(learner_lines[span[0]:span[1]]), "".join(section))
+        source = "".join(learner_lines[fn_first:span[0]] + section + learner_lines[span[1]:fn.end_lineno])
+        first, filename = fn_first + 1, module.__file__
+    else:  # the solution's whole function
+        text = solution_text(ex)
+        sol = find_function(ast.parse(text), ex.qualname)
+        sol_first = (sol.decorator_list[0].lineno if sol.decorator_list else sol.lineno) - 1
+        source = "".join(text.splitlines(keepends=True)[sol_first:sol.end_lineno])
+        same = same_code(own, source)
+        first, filename = sol_first + 1, str(ROOT / ex.package / ex.file)
+    _missing_globals(ex, module)
+    made = _compile_function(source, first, filename, name, vars(module), cls)
+    return (made.__func__ if isinstance(made, (staticmethod, classmethod)) else made), same
 
 
 def _install(stages: list[int]) -> dict[str, str]:
-    """Wrap every exercise function of ``stages`` so that calls are noted; where imported from."""
+    """Put a dispatcher in place of every exercise function of ``stages``; where imported from."""
     imported = {}
     for ex in EXERCISES:
         if ex.stage not in stages:
             continue
-        module = importlib.import_module(f"{ex.package}.{ex.file.removesuffix('.py')}")
+        module = importlib.import_module(ex.module)
         imported[ex.package] = sys.modules[ex.package].__file__
+        _PACKAGES[ex.package] = Path(sys.modules[ex.package].__file__).parent
         *owners, name = ex.qualname.split(".")
         owner = module
         for part in owners:
-            owner = getattr(owner, part)
-        raw = vars(owner)[name]
-        fn = raw.__func__ if isinstance(raw, staticmethod) else raw
-        wrapped = _record_calls(fn, ex.id)
-        setattr(owner, name, staticmethod(wrapped) if isinstance(raw, staticmethod) else wrapped)
+            owner = getattr(owner, part, None)
+        raw = vars(owner).get(name) if owner is not None else None
+        text = Path(module.__file__).read_text(encoding="utf-8")
+        if raw is None or find_function(ast.parse(text), ex.qualname) is None:
+            _JUDGED[ex.id] = {"kind": "syntax", "text": (
+                f"{ex.package}/{ex.file} has no {ex.qualname} any more: the tests need it "
+                "under that name"), "where": None}
+            continue
+        learner = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+        solution, same = _solution_variant(ex, module, owner, text)
+        _KIND[ex.id] = "open" if ex.marker in text else "same" if same else "own"
+        call = _dispatcher(ex.id, learner, solution)
+        setattr(owner, name, type(raw)(call) if isinstance(raw, (staticmethod, classmethod)) else call)
         if owner is module:  # the same function imported by name into other modules
             for mod_name, mod in list(sys.modules.items()):
-                if mod_name.startswith(f"{ex.package}.") and getattr(mod, name, None) is fn:
-                    setattr(mod, name, wrapped)
+                if mod_name.startswith(f"{ex.package}.") and getattr(mod, name, None) is learner:
+                    setattr(mod, name, call)
     return imported
 
 
+def _learner_location(excinfo) -> str | None:
+    """The innermost line of the learner's package in a traceback, as 'pkg/file line N'."""
+    where = None
+    for entry in excinfo.traceback:
+        path = Path(str(entry.path))
+        for pkg, folder in _PACKAGES.items():
+            if path.is_relative_to(folder):
+                rel = path.relative_to(folder).as_posix()
+                where = f"{pkg}/{rel} line {entry.lineno + 1}, in {entry.name}"
+    return where
+
+
+def _doctest_detail(report) -> str:
+    """The first failed example of a doctest run, from the captured output."""
+    out = "\n".join(c for _, c in getattr(report, "sections", []))
+    m = re.search(r"Failed example:\n(.*?)\n(?:Expected:\n(.*?)\nGot:\n(.*?)\n(?:\*{5}|\Z)|"
+                  r"Exception raised:\n.*?\n(\w+(?:Error|Exception)[^\n]*))", out, re.S)
+    if not m:
+        return ""
+    example = " ".join(m.group(1).split())
+    if m.group(4):
+        return f": {example} raised {m.group(4).strip()}"
+    return (f": {example} should print {' '.join(m.group(2).split())}, "
+            f"but printed {' '.join(m.group(3).split())}")
+
+
+def _describe(item, reports) -> dict:
+    """A failed run's message in plain words, and where in the learner's code it broke."""
+    when, excinfo = _RUN.get("excinfo") or (None, None)
+    report = next((r for r in reports if r.failed), None)
+    if excinfo is None:
+        text = report.longreprtext.strip().splitlines()[-1:] if report else ["failed"]
+        return {"kind": "assert", "text": plain(" ".join(text)), "where": None}
+    exc = excinfo.value
+    where = _learner_location(excinfo)
+    if isinstance(exc, TimeLimit):
+        return {"kind": "limit", "text": str(exc), "where": where}
+    if isinstance(exc, AssertionError):
+        text = str(exc)
+        if text and not text.startswith("assert "):
+            custom = text.split("\nassert ")[0]
+            if "test_doctests.py" in item.nodeid:
+                custom += _doctest_detail(report)
+            return {"kind": "message", "text": plain(custom), "where": where}
+        statement = ""
+        with contextlib.suppress(Exception):
+            entry = next(e for e in reversed(excinfo.traceback)
+                         if Path(str(e.path)).name.startswith("test_"))
+            statement = " ".join(str(entry.statement).split())
+        detail = plain(text) if text else ""
+        if statement:
+            detail = f"the test's check `{statement}` failed" + (
+                f" ({detail.removeprefix('this check failed: ')})"
+                if detail and "==" in detail or "expected" in detail else "")
+        return {"kind": "assert", "text": detail or "an assertion failed", "where": where}
+    name = type(exc).__name__
+    text = f"{name}: {exc}" if str(exc) else name
+    if when == "setup":
+        text = f"while setting up the test: {text}"
+    return {"kind": "error", "text": plain(text), "where": where}
+
+
+def _on_alarm(signum, frame) -> None:
+    global _ALARMS
+    _ALARMS += 1
+    culprit = _STACK[-1] if _STACK else _RUN.get("last")
+    if _RUN.get("timeout") is None:
+        _RUN["timeout"] = culprit or ""
+    limit = _S["time_limit"]
+    if _ALARMS > 5:  # it keeps catching TimeLimit: end this process, the grader goes on
+        message = {"kind": "limit", "text": (
+            f"time limit: {'your ' + BY_ID[culprit].qualname if culprit else 'the test'} ran "
+            f"more than {limit:.0f} s and did not stop when told to (does it catch every "
+            "exception?)"), "where": None}
+        row = {"nodeid": _RUN["nodeid"], "outcome": "failed", "seconds": 0.0,
+               "reached": [culprit] if culprit else [], "other": None if culprit else message,
+               "verdicts": {culprit: {"outcome": "failed", "message": message}} if culprit else {},
+               "judged": {culprit: message} if culprit else {}}
+        _write(row)
+        os._exit(75)
+    what = f"your {BY_ID[culprit].qualname} (exercise {culprit})" if culprit else "the test"
+    raise TimeLimit(f"time limit: {what} was still running after {limit:.0f} s (an endless "
+                    "loop, or much slower than it should be?)")
+
+
+def _write(row: dict) -> None:
+    with open(_S["record"], "a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def _reset_failed_fixtures(item) -> None:
+    """Forget fixture values whose setup failed, so that a run again sets them up again."""
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        for fixturedef in defs:
+            cached = getattr(fixturedef, "cached_result", None)
+            if cached is not None and cached[2] is not None:
+                fixturedef.cached_result = None
+
+
+def _run_once(item, learner: set[str]) -> dict:
+    """Run ``item`` once with the learner's code for the exercises in ``learner``."""
+    from _pytest.runner import runtestprotocol
+
+    global _ALARMS
+    _MODE.clear()
+    _MODE.update({ex_id: True for ex_id in learner})
+    _ENTERED.clear()
+    _STACK.clear()
+    _RUN.update(last=None, excinfo=None, timeout=None, nodeid=item.nodeid)
+    _ALARMS = 0
+    _reset_failed_fixtures(item)
+    _beat(time.time(), item.nodeid)
+    limit = _S["time_limit"]
+    signal.setitimer(signal.ITIMER_REAL, limit, 2.0)
+    try:
+        reports = runtestprotocol(item, log=False, nextitem=item)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _beat(0.0)
+        _STACK.clear()
+    failed = any(r.failed for r in reports)
+    skipped = not failed and any(r.skipped for r in reports)
+    return {"reports": reports, "outcome": "failed" if failed else "skipped" if skipped else "passed",
+            "entered": set(_ENTERED), "timeout": _RUN["timeout"],
+            "failure": _describe(item, reports) if failed else None}
+
+
+def _learners() -> set[str]:
+    """The exercises whose learner's code runs: filled in, not the solution's, not judged."""
+    return {e for e, k in _KIND.items() if k == "own" and e not in _JUDGED}
+
+
+def _judge_timeout(run: dict, row: dict) -> str | None:
+    ex_id = run["timeout"]
+    if ex_id:
+        message = run["failure"] if run["failure"] and run["failure"]["kind"] == "limit" else {
+            "kind": "limit", "text": f"time limit: exercise {ex_id} ran too long", "where": None}
+        _JUDGED[ex_id] = message
+        row["judged"][ex_id] = message
+        row["verdicts"][ex_id] = {"outcome": "failed", "message": message}
+    return ex_id
+
+
+def pytest_runtest_protocol(item, nextitem):
+    if _S is None:
+        return None
+    global _TESTING
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    start = time.perf_counter()
+    row = {"nodeid": item.nodeid, "outcome": "passed", "seconds": 0.0, "reached": set(),
+           "verdicts": {}, "other": None, "judged": {}}
+    shown = None
+    _TESTING = True
+    try:
+        for _ in range(len(EXERCISES) + 1):
+            run = _run_once(item, _learners())
+            shown = shown or run["reports"]
+            row["reached"] |= {e for e, _ in run["entered"]}
+            own = {e for e, mine in run["entered"] if mine}
+            if run["timeout"] is not None:
+                ex_id = _judge_timeout(run, row)
+                if ex_id and own - {ex_id}:
+                    continue  # again, with the solution's code for the exercise that hung
+                if not ex_id:
+                    row["other"] = run["failure"]
+                break
+            if run["outcome"] == "failed":
+                if not own:
+                    row["other"] = run["failure"]
+                elif len(own) == 1:
+                    row["verdicts"][own.pop()] = {"outcome": "failed", "message": run["failure"]}
+                else:  # which of them? each on its own, the others the solution's
+                    for ex_id in sorted(own):
+                        alone = _run_once(item, {ex_id})
+                        row["reached"] |= {e for e, _ in alone["entered"]}
+                        if alone["timeout"] is not None:
+                            _judge_timeout(alone, row)
+                        elif (ex_id, True) in alone["entered"]:
+                            row["verdicts"][ex_id] = {
+                                "outcome": alone["outcome"] if alone["outcome"] != "skipped"
+                                else "passed", "message": alone["failure"]}
+                    if not any(v["outcome"] == "failed" for v in row["verdicts"].values()):
+                        row["other"] = {**run["failure"], "text": (
+                            f"fails only when your {' and '.join(sorted(own))} run together: "
+                            + run["failure"]["text"])}
+            elif run["outcome"] == "passed":
+                for ex_id in own:
+                    row["verdicts"][ex_id] = {"outcome": "passed", "message": None}
+            break
+    finally:
+        _TESTING = False
+        _MODE.clear()
+        with contextlib.suppress(Exception):
+            item.session._setupstate.teardown_exact(nextitem)
+    for ex_id in row["reached"]:  # the solution's own code passes what it reaches
+        if _KIND.get(ex_id) == "same" and ex_id not in row["verdicts"]:
+            row["verdicts"][ex_id] = {"outcome": "passed", "message": None}
+    failed = bool(row["other"]) or any(v["outcome"] == "failed" for v in row["verdicts"].values())
+    row.update(outcome="failed" if failed else run["outcome"], reached=sorted(row["reached"]),
+               seconds=time.perf_counter() - start)
+    _write(row)
+    for report in shown:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+
+
+def pytest_exception_interact(node, call, report) -> None:
+    """pytest calls this for every failure: keep the first exception of the run."""
+    if _S is not None and _TESTING and not _RUN.get("excinfo"):
+        _RUN["excinfo"] = (call.when, call.excinfo)
+
+
+def _guard_parent(parent: int) -> None:
+    """End this process and its children if the grader that started it is gone."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent:
+            with contextlib.suppress(Exception):
+                os.killpg(0, signal.SIGKILL)
+            os._exit(1)
+
+
 def pytest_configure(config) -> None:
-    global _SETTINGS
+    global _S, _BEAT
     if not os.environ.get(ENV):
         return
-    _SETTINGS = json.loads(Path(os.environ[ENV]).read_text(encoding="utf-8"))
+    _S = json.loads(Path(os.environ[ENV]).read_text(encoding="utf-8"))
+    threading.Thread(target=_guard_parent, args=(os.getppid(),), daemon=True).start()
     stale = [m for m in sys.modules if m.split(".")[0] in STAGES.values()]
     if stale:
         _ERRORS.append(f"stage modules imported before the workbook was on sys.path: {stale}")
-    sys.path.insert(0, _SETTINGS["folder"])  # after pytest's own pythonpath = ["."]
+    sys.path.insert(0, _S["folder"])  # after pytest's own pythonpath = ["."]
+    _JUDGED.update(_S.get("judged", {}))
+    with open(_S["beat"], "r+b") as f:
+        _BEAT = mmap.mmap(f.fileno(), BEAT_SIZE)
+    signal.signal(signal.SIGALRM, _on_alarm)
     try:
-        _SETTINGS["imported"] = _install(_SETTINGS["stages"])
-    except Exception as e:  # a learner's SyntaxError, say: reported, and collection shows it
-        _ERRORS.append(f"importing the workbook failed: {type(e).__name__}: {e}")
-        _SETTINGS["imported"] = {}
+        _S["imported"] = _install(_S["stages"])
+    except Exception as e:  # noqa: BLE001 (the learner's module does not import: reported)
+        import traceback
+
+        where, line = None, None
+        for frame in traceback.extract_tb(e.__traceback__):
+            path = Path(frame.filename)
+            if path.is_relative_to(_S["folder"]):
+                where, line = path.relative_to(_S["folder"]).as_posix(), frame.lineno
+        text = f"{type(e).__name__}: {e}" + (f" (line {line})" if line else "")
+        _write({"import_error": {"file": where, "line": line, "text": text},
+                "errors": [f"importing the workbook failed: {text}"], "imported": {}})
+        os._exit(3)
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    if _SETTINGS is None:
+    if _S is None:
         return
-    pkgs = [STAGES[n] for n in _SETTINGS["stages"]]
+    pkgs = [STAGES[n] for n in _S["stages"]]
+    done = set(_S.get("done", ()))
     keep, drop = [], []
     for item in items:
         name = item.path.name
-        mine = (any(name.startswith(f"test_stage{n}_") for n in _SETTINGS["stages"])
+        mine = (any(name.startswith(f"test_stage{n}_") for n in _S["stages"])
                 or (name == "test_doctests.py" and any(f"[{p}." in item.nodeid for p in pkgs)))
-        (keep if mine and item.get_closest_marker("slow") is None else drop).append(item)
+        slow = item.get_closest_marker("slow") is not None
+        (keep if mine and not slow and item.nodeid not in done else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
 def pytest_collectreport(report) -> None:
-    if _SETTINGS is not None and report.failed:
-        _ERRORS.append(f"{report.nodeid}: {report.longreprtext[-1500:]}")
-
-
-def _message(report) -> str:
-    crash = getattr(report.longrepr, "reprcrash", None)
-    text = crash.message if crash is not None else report.longreprtext.strip().splitlines()[-1:]
-    text = text if isinstance(text, str) else "".join(text)
-    return " ".join(text.split())[:500]
-
-
-def pytest_runtest_logstart(nodeid, location) -> None:
-    global _CURRENT
-    _CURRENT = nodeid
-
-
-def pytest_runtest_logreport(report) -> None:
-    if _SETTINGS is None:
-        return
-    row = _TESTS.setdefault(report.nodeid, {"nodeid": report.nodeid, "outcome": "passed",
-                                            "hole": None, "message": "", "seconds": 0.0})
-    row["seconds"] += report.duration
-    if report.failed and row["outcome"] == "passed":
-        # A doctest run by the test prints its failures: they are in the captured output.
-        m = HOLE_RE.search("\n".join([report.longreprtext, *(c for _, c in report.sections)]))
-        row.update(outcome="failed", hole=m and m.group(1), message=_message(report))
-    elif report.skipped and report.when == "setup":
-        row["outcome"] = "skipped"
-
-
-def pytest_runtest_logfinish(nodeid, location) -> None:
-    global _CURRENT
-    _CURRENT = None
+    if _S is not None and report.failed:
+        _ERRORS.append(f"{report.nodeid}: {plain(report.longreprtext[-1500:])}")
 
 
 def pytest_sessionfinish(session) -> None:
-    if _SETTINGS is None:
+    if _S is None:
         return
-    tests = [{**t, "entered": sorted(_ENTERED.get(t["nodeid"], ()))} for t in _TESTS.values()]
-    record = {"tests": tests, "errors": _ERRORS, "imported": _SETTINGS["imported"]}
-    Path(_SETTINGS["record"]).write_text(json.dumps(record), encoding="utf-8")
+    _write({"errors": _ERRORS, "imported": _S.get("imported", {}), "judged": _JUDGED})
 
 
 # --- command line -------------------------------------------------------------------
@@ -511,6 +1299,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stage", required=True, **stage)
     g.add_argument("--dir", **folder)
     g.add_argument("--verbose", action="store_true", help="print pytest's own output too")
+    g.add_argument("--time-limit", type=float, default=TIME_LIMIT, metavar="SECONDS",
+                   help="the longest one test may run; an exercise whose code runs longer fails")
+    g.add_argument("--memory-limit", type=float, default=MEMORY_LIMIT, metavar="GIB",
+                   help="the most memory the tests may use")
     ls = sub.add_parser("list", help="the exercises of every stage (or of one)",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ls.add_argument("--stage", type=int, choices=sorted(STAGES), default=None,
@@ -532,13 +1324,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"made {dest}: {len(exercises(args.stage))} holes")
             for ex in exercises(args.stage):
                 print(f"  {ex.id}  {ex.title}: {ex.package}/{ex.file} {ex.qualname}")
-            print(f"next: fill them in, then python tools/workbook.py grade --stage {args.stage}"
-                  + ("" if args.dir == Path("workbook") else f" --dir {args.dir}"))
+            print(f"next: fill them in, then make grade STAGE={args.stage} (or python "
+                  f"tools/workbook.py grade --stage {args.stage}"
+                  + ("" if args.dir == Path("workbook") else f" --dir {args.dir}") + ")")
             return 0
-        return 0 if grade(args.stage, args.dir, args.verbose) else 1
+        return 0 if grade(args.stage, args.dir, args.verbose, args.time_limit,
+                          args.memory_limit) else 1
     except WorkbookError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("\ngrading stopped (Ctrl-C); nothing was changed" if args.command == "grade"
+              else "\nstopped (Ctrl-C)", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

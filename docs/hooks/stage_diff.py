@@ -1,474 +1,200 @@
-"""MkDocs hook: show what changed between two stage folders, at build time.
-
-A page may contain a marker line (alone on its line, outside code fences):
-
-    <!-- stage-diff: stage2_bigram stage3_attention -->
-    <!-- stage-diff: stage2_bigram stage3_attention model.py -->
-
-The first form diffs every ``*.py`` file of the two folders (recursively,
-ignoring ``__pycache__`` and ``corpus/``); the second diffs one file. The
-marker is replaced by, in this order:
-
-- a summary table: each file that differs, whether it is new, changed or
-  removed, the lines added and removed, and one line on why it changed (the
-  reason tests/test_stage_copies.py's ``CHANGED`` gives for the pair of stages,
-  else the first line of the file's docstring);
-- a sentence naming the byte-identical files;
-- one collapsible ``<details>`` per file, the files that carry the idea
-  (``model.py``, ``train.py``) open and the rest closed, with one
-  ```` ```diff ```` fence per hunk made with :func:`difflib.unified_diff`, so the
-  diff in the docs is always the diff of the code in the repository.
-
-A hunk whose new lines lie inside a snippet section of the new file
-(``# --8<-- [start:head]`` ... ``[end:head]``) that the same page includes
-(``--8<-- "stage3_attention/model.py:head"``) gets a link to the section of the
-page that shows and explains that code (the heading above the include). The link
-is written as a placeholder at the Markdown stage and resolved against the page's
-table of contents once the page is rendered; a section whose heading cannot be
-found gets no link. Folders are relative to the directory of ``mkdocs.yml`` (the
-repository root).
-
-A folder or file that does not exist fails the build (``PluginError``).
-Registered in mkdocs.yml under ``hooks:``; :func:`render_stage_diff` is plain
-Python so it can be unit-tested without MkDocs.
-"""
-
-from __future__ import annotations
+"""MkDocs hook: a line ``<!-- stage-diff: OLD NEW [FILE] -->`` outside code fences becomes the diff of
+two stage folders of the repository root, of every ``*.py`` (but in ``__pycache__/``, ``corpus/``) or
+of FILE: a table (per file: new, changed or removed, lines added and removed, :func:`why_changed`),
+the identical files, a ``<details>`` per file (``model.py``, ``train.py`` open), one ``diff`` fence per
+hunk; a hunk adding lines to a snippet section the page includes links to the heading above it.
+A folder or file that does not exist fails the build."""
 
 import ast
 import difflib
 import html
-import os
 import re
 from pathlib import Path
 
-try:  # The hook runs inside MkDocs; the unit tests import it without MkDocs.
-    from mkdocs.exceptions import PluginError as _BuildError
-except ImportError:  # pragma: no cover
-    _BuildError = RuntimeError
+from mkdocs.exceptions import PluginError
 
-
-class StageDiffError(_BuildError):
-    """A stage-diff marker names a folder or file that does not exist."""
-
-
-MARKER_RE = re.compile(
-    r"^[ \t]*<!--[ \t]*stage-diff:[ \t]*(?P<args>[^>]*?)[ \t]*-->[ \t]*$"
-)
-FENCE_RE = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})")
-IGNORED_DIRS = {"__pycache__", "corpus"}
+StageDiffError = PluginError  # a marker is malformed, or names a folder or file that does not exist
+MARKER_RE = re.compile(r"^[ \t]*<!--[ \t]*stage-diff:[ \t]*([^>]*?)[ \t]*-->[ \t]*$")
+FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)(?:[ \t]*\{[^}]*\})?[ \t]*#*[ \t]*$")  # minus {#id}
+INCLUDE_RE = re.compile(r"""^[ \t]*--8<--[ \t]+["']([^"':]+:[\w-]+)["']""")
+SECTION_RE = re.compile(r"--8<--\s*\[(start|end):([\w-]+)\]")
+PARAGRAPH_RE = re.compile(r'<p class="stage-diff-explained">([^<]*)(.*?)</p>', re.DOTALL)
+LINK_RE = re.compile(r'<a class="stage-diff-link" data-section="([^"]*)" data-heading="([^"]*)"')
 OPEN_FILES = {"model.py", "train.py"}  # the files that carry a stage's idea: shown open
-SECTION_RE = re.compile(r"--8<--\s*\[(?P<kind>start|end):(?P<name>[\w-]+)\]")
-INCLUDE_RE = re.compile(r"""^[ \t]*(?:;*)--8<--[ \t]+["'](?P<path>[^"':]+):(?P<name>[\w-]+)["']""")
-HEADING_RE = re.compile(r"^(?P<hashes>#{1,6})[ \t]+(?P<text>.+?)[ \t]*#*[ \t]*$")
-HUNK_RE = re.compile(r"^@@ -\d+(?:,\d+)? \+(?P<start>\d+)(?:,\d+)? @@")
-EXPLAINED_RE = re.compile(r'<p class="stage-diff-explained">.*?</p>', re.DOTALL)
-LINK_RE = re.compile(r'<a class="stage-diff-link" data-section="(?P<key>[^"]*)" '
-                     r'data-heading="(?P<heading>[^"]*)" href="#">[^<]*</a>')
+WORDS = {  # (English, Chinese); the Chinese edition is built with theme.language zh
+    "summary": ("`{a}` → `{b}`: {n}, +{add} −{rem} lines.", "`{a}` → `{b}`：{n}，+{add} −{rem} 行。"),
+    "files": ("{n} files differ", "{n} 个文件不同"), "file": ("1 file differs", "1 个文件不同"),
+    "same": ("Identical in `{a}` and `{b}`: {files}.", "在 `{a}` 和 `{b}` 中完全相同：{files}。"),
+    "header": ("| file | change | added | removed | why |", "| 文件 | 变化 | 新增 | 删除 | 原因 |"),
+    "new": ("new", "新增"), "removed": ("removed", "删除"), "changed": ("changed", "修改"),
+    "explained": ("Explained in: ", "讲解见："), "sep": (", ", "、"),
+}
+INIT_ZH = "说明这一步讲什么"
+CHANGED_ZH = {  # CHANGED in Chinese: later stage -> {file: why it differs from the stage before}
+    "stage2_bigram": {"__init__.py": INIT_ZH, "__main__.py": "打印这一步讲什么和它的命令（第一步的打印数据）"},
+    "stage3_attention": {"__init__.py": INIT_ZH, "plots.py": "新增 plot_attention：注意力权重的热图，及其标签",
+                         "model.py": "词元嵌入 + 位置嵌入和一个因果自注意力头，取代二元模型的查找表",
+                         "train.py": "模型参数（--n-embd、--pos）、新的默认值，写出 attention.png"},
+    "stage4_block": {"__init__.py": INIT_ZH, "checkpoint.py": "按配置重建变体模型（variants.py）",
+                     "model.py": "多头注意力、MLP、带残差连接和层归一化的块，沿用 GPT-2 的命名",
+                     "train.py": "块的参数（--n-head ……）、变体开关（--norm、--no-mlp ……）、快速 dropout"},
+    "stage5_gpt": {"__init__.py": INIT_ZH, "checkpoint.py": "加载 GPT", "fast.py": "新增注意力的计算路径和 bfloat16 的选择",
+                   "model.py": "GPT：最后的层归一化、GPT-2 初始化、权重共享、KV 缓存，可追踪的计算与快速注意力并列",
+                   "train.py": "GPT 的参数与训练配方：AdamW 分组权重衰减、预热 + 余弦衰减、梯度裁剪、预设、--dtype",
+                   "variants.py": "删除：GPT 只有一种结构（第四步已经比较过各种变体）"},
+}
+DOCSTRING_ZH = {  # a docstring's gist in Chinese, by "stage/file" or by file (else the English one)
+    "stage2_bigram/model.py": "二元语言模型：下一个字符只取决于当前字符",
+    "stage5_gpt/model.py": "GPT：一叠 Transformer 块，按 GPT-2 的方式初始化和连接",
+    "checkpoint.py": "安全地保存和加载训练检查点", "cli.py": "这一步的命令行工具共用的小函数",
+    "harness.py": "训练框架：训练循环之外，一次真正的训练所需要的一切", "plots.py": "把图画成 PNG 文件，字体能显示中文",
+    "sample.py": "用训练好的检查点生成文本", "train.py": "训练这一步的模型并保存", "visualize.py": "用图看训练好的模型内部",
+    "reference.py": "我的损失正常吗？把一次训练和课程的参考结果对比", "inspect.py": "打印一个注意力头的完整计算过程",
+    "buildup.py": "从对过去取平均到自注意力，分四步", "prompts.py": "图里看的提示文本：用模型检查过，或从数据里挑选",
+    "fast.py": "不改变任何想法的加速：同样的计算，在 CPU 上更快", "presets.py": "第五步训练器的命名设置（--preset）",
+    "variants.py": "块的变体：逐头写出的多头注意力、2017 年 Transformer 的层归一化位置、拿掉某个部分的块",
+    "gpt2.py": "GPT-2 的权重，逐个名字对应到这一步的 GPT", "lens.py": "训练好的 GPT 学到了什么，用数字和图展示",
+}
 
 
-def _python_files(folder: Path) -> dict[str, Path]:
-    """Relative POSIX path -> file, for every *.py under folder (ignored dirs skipped)."""
-    found: dict[str, Path] = {}
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.startswith("."))
-        for name in sorted(filenames):
-            if name.endswith(".py"):
-                path = Path(dirpath) / name
-                found[path.relative_to(folder).as_posix()] = path
-    return found
+def _python_files(folder: Path, only: str | None) -> dict[str, Path]:
+    """rel -> file: every *.py of a stage folder (but in __pycache__/ and corpus/), or ``only``."""
+    if not folder.is_dir():
+        raise StageDiffError(f"stage-diff: folder '{folder.name}' does not exist (looked for {folder})")
+    paths = [folder / only] if only else sorted(folder.rglob("*.py"))
+    return {p.relative_to(folder).as_posix(): p for p in paths
+            if p.is_file() and not {"__pycache__", "corpus"} & set(p.relative_to(folder).parts)}
 
-
-def _lines(path: Path | None) -> list[str]:
-    if path is None:
-        return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-        lines.append("\\ No newline at end of file\n")
-    return lines
-
-
-def _file_diff(old_name: str, new_name: str, rel: str, old: Path | None, new: Path | None) -> str:
-    fromfile = f"{old_name}/{rel}" if old is not None else "/dev/null"
-    tofile = f"{new_name}/{rel}" if new is not None else "/dev/null"
-    return "".join(difflib.unified_diff(_lines(old), _lines(new), fromfile, tofile, n=3))
-
-
-def _folder(root: Path, name: str) -> Path:
-    path = (root / name).resolve()
-    if not path.is_dir():
-        raise StageDiffError(
-            f"stage-diff: folder '{name}' does not exist (looked for {path})"
-        )
-    return path
-
+def _diff(old: str, new: str, rel: str, a: Path | None, b: Path | None) -> tuple[list[str], int, int]:
+    """The unified diff of a file: its hunks (the file header with the first), lines added, removed."""
+    texts = [[s + "\n" for s in p.read_text(encoding="utf-8").splitlines()] if p else [] for p in (a, b)]
+    names = [f"{stage}/{rel}" if p else "/dev/null" for stage, p in ((old, a), (new, b))]
+    lines = list(difflib.unified_diff(*texts, *names))
+    starts = [i for i, line in enumerate(lines) if line.startswith("@@")][1:]  # the header: in hunk 1
+    hunks = ["".join(lines[i:j]) for i, j in zip([0, *starts], [*starts, len(lines)], strict=True) if lines]
+    return hunks, sum(s[0] == "+" for s in lines[2:]), sum(s[0] == "-" for s in lines[2:])
 
 def _changed_reasons(root: Path) -> dict[str, dict[str, str]]:
-    """tests/test_stage_copies.py's ``CHANGED``: later stage -> {file: why it differs}.
-
-    Read from the source (``ast``), not imported; {} when the file or the name is missing.
-    """
+    """tests/test_stage_copies.py's ``CHANGED``, read with ``ast`` (not imported); {} if absent."""
     path = root / "tests" / "test_stage_copies.py"
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
-        return {}
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
-        if isinstance(target, ast.Name) and target.id == "CHANGED" and node.value is not None:
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                return {}
-            return value if isinstance(value, dict) else {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body if path.is_file() else []:
+        targets = getattr(node, "targets", [getattr(node, "target", None)])  # CHANGED = or CHANGED: ... =
+        if any(getattr(target, "id", "") == "CHANGED" for target in targets):
+            return ast.literal_eval(node.value)
     return {}
 
+def why_changed(rel: str, old: str, new: str, file: Path | None, root: Path, zh: bool = False) -> str:
+    """Why a file differs: CHANGED's reason for consecutive stages, else the gist of its docstring."""
+    a, b = (int(m[1]) if (m := re.match(r"stage(\d+)_", Path(s).name)) else None for s in (old, new))
+    changed = (CHANGED_ZH if zh else _changed_reasons(root)) if a is not None and b == a + 1 else {}
+    if (reason := changed.get(Path(new).name, {}).get(rel)) or file is None:
+        return reason or WORDS["removed"][zh]
+    doc = ast.get_docstring(ast.parse(file.read_text(encoding="utf-8"))) or ""
+    gist = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, on one line
+    return DOCSTRING_ZH.get(f"{Path(new).name}/{rel}", DOCSTRING_ZH.get(rel, gist)) if zh else gist
 
-def _docstring_line(path: Path | None) -> str:
-    """The first line of a Python file's module docstring ('' when it has none)."""
-    if path is None:
-        return ""
-    try:
-        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
-    except (OSError, SyntaxError):
-        return ""
-    return doc.strip().splitlines()[0].strip() if doc and doc.strip() else ""
-
-
-# The hook's own words, per edition (the Chinese one is built with theme.language zh).
-TEXT = {
-    "en": {"summary": "`{a}` → `{b}`: {differ}, +{add} −{rem} lines.",
-           "differ": "{n} files differ", "differs": "1 file differs",
-           "unchanged": "Unchanged: ", "identical_one": "`{f}` is identical in `{a}` and `{b}`.",
-           "identical_all": "The Python files are identical in `{a}` and `{b}`.",
-           "header": "| file | change | added | removed | why |",
-           "new": "new", "removed": "removed", "changed": "changed",
-           "explained": "Explained in: "},
-    "zh": {"summary": "`{a}` → `{b}`：{differ}，+{add} −{rem} 行。",
-           "differ": "{n} 个文件不同", "differs": "1 个文件不同",
-           "unchanged": "未改动：", "identical_one": "`{f}` 在 `{a}` 和 `{b}` 中完全相同。",
-           "identical_all": "`{a}` 和 `{b}` 的 Python 文件完全相同。",
-           "header": "| 文件 | 变化 | 新增 | 删除 | 原因 |",
-           "new": "新增", "removed": "删除", "changed": "修改",
-           "explained": "讲解见："},
-}
-# The Chinese edition's words for why a file differs: CHANGED's reasons (by the later
-# stage), and the gist of a docstring's first line (by stage and file, or by file).
-CHANGED_ZH = {
-    ("stage3_attention", "model.py"): "词元嵌入 + 位置嵌入和一个因果自注意力头，取代二元模型的查找表",
-    ("stage3_attention", "plots.py"): "新增 plot_attention：注意力权重的热图",
-    ("stage3_attention", "train.py"): "模型参数（--n-embd、--pos）、新的默认值，写出 attention.png",
-    ("stage4_block", "model.py"): "多头注意力（两种写法）、前馈网络、带残差连接和层归一化的块，以及逐一拿掉各部分的开关",
-    ("stage4_block", "train.py"): "块的参数（--n-head、--n-layer、--dropout、--norm、--no-residual、--no-ffwd ……）及其默认值",
-    ("stage5_gpt", "model.py"): "GPT：最后的层归一化、GPT-2 初始化、权重共享、SDPA 与可追踪的显式路径",
-    ("stage5_gpt", "train.py"): "GPT 的参数与训练配方：AdamW 分组权重衰减、预热 + 余弦衰减、梯度裁剪",
-    ("stage5_gpt", "visualize.py"): "每一层每个头的注意力、位置相似度、logit lens（来自 lens.py）",
-}
-DOCSTRING_ZH = {
-    ("stage2_bigram", "model.py"): "二元语言模型：下一个字符只取决于当前字符",
-    ("stage5_gpt", "model.py"): "GPT：一叠 Transformer 块，按 GPT-2 的方式初始化和连接",
-    "checkpoint.py": "安全地保存和加载训练检查点",
-    "cli.py": "这一步各个命令行工具共用的小函数",
-    "harness.py": "训练框架：训练循环之外，一次真正的训练所需要的一切",
-    "model.py": "这一步的模型",
-    "plots.py": "把图画成 PNG 文件，字体能显示中文",
-    "sample.py": "用训练好的检查点生成文本：python -m <stage>.sample",
-    "train.py": "训练这一步的模型并保存：python -m <stage>.train",
-    "visualize.py": "用图看训练好的模型内部：python -m <stage>.visualize",
-    "inspect.py": "打印一个注意力头的完整计算过程：python -m <stage>.inspect",
-    "lens.py": "训练好的 GPT 学到了什么，用数字和图展示：注意力、logit lens、位置相似度",
-    "data.py": "语料的加载、划分和批次",
-    "tokenizer.py": "字符级分词器",
-}
-
-
-def _stage_number(name: str) -> int | None:
-    m = re.match(r"stage(\d+)_", Path(name).name)
-    return int(m.group(1)) if m else None
-
-
-def why_changed(root: Path, old_name: str, new_name: str, rel: str,
-                old: Path | None, new: Path | None, lang: str = "en") -> str:
-    """One line on why ``rel`` differs between the two stages: the reason CHANGED gives
-    for consecutive stages, else the first line of the new file's docstring."""
-    zh = lang.startswith("zh")
-    if new is None:
-        return TEXT["zh" if zh else "en"]["removed"]
-    stage = Path(new_name).name
-    a, b = _stage_number(old_name), _stage_number(new_name)
-    if old is not None and a is not None and b == a + 1:
-        reason = (CHANGED_ZH.get((stage, rel)) if zh
-                  else _changed_reasons(root).get(stage, {}).get(rel))
-        if reason:
-            return reason
-    if zh:
-        return DOCSTRING_ZH.get((stage, rel), DOCSTRING_ZH.get(rel, ""))
-    return _docstring_line(new)
-
-
-def _sections(path: Path | None) -> list[tuple[str, int, int]]:
-    """The snippet sections of a file: (name, start line, end line), 1-based, markers
-    excluded (a section without its end marker runs to the end of the file)."""
-    if path is None:
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    open_: dict[str, int] = {}
-    found = []
-    for n, line in enumerate(lines, 1):
-        m = SECTION_RE.search(line)
-        if m and m.group("kind") == "start":
-            open_[m.group("name")] = n
-        elif m and m.group("name") in open_:
-            found.append((m.group("name"), open_.pop(m.group("name")), n))
-    found += [(name, start, len(lines) + 1) for name, start in open_.items()]
-    return found
-
-
-def _hunks(diff: str) -> list[tuple[str, list[int]]]:
-    """The hunks of a unified diff (the file header goes with the first) and, per hunk,
-    the new-file line numbers of its added lines."""
-    hunks: list[tuple[list[str], list[int]]] = []
-    header: list[str] = []
-    line_no = 0
-    for line in diff.splitlines(keepends=True):
-        m = HUNK_RE.match(line)
-        if m:
-            hunks.append((header + [line], []))
-            header = []
-            line_no = int(m.group("start"))
-        elif not hunks:
-            header.append(line)
-        else:
-            hunks[-1][0].append(line)
-            if line.startswith("+"):
-                hunks[-1][1].append(line_no)
-                line_no += 1
-            elif line.startswith(" "):
-                line_no += 1
-    return [("".join(text), added) for text, added in hunks]
-
-
-def _counts(diff: str) -> tuple[int, int]:
-    lines = diff.splitlines()
-    added = sum(1 for x in lines if x.startswith("+") and not x.startswith("+++"))
-    removed = sum(1 for x in lines if x.startswith("-") and not x.startswith("---"))
-    return added, removed
-
-
-def _fence(body: str) -> str:
-    """A fence longer than any backtick run inside, so the code cannot close it."""
-    longest = max((len(m) for m in re.findall(r"`+", body)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def _anchor(new_name: str, rel: str) -> str:
-    return "diff-" + re.sub(r"[^A-Za-z0-9]+", "-", f"{Path(new_name).name}-{rel}").strip("-").lower()
-
+def _outside_code(markdown: str) -> list[tuple[str, bool]]:
+    """Each line of a page, and whether it lies outside the code fences."""
+    out, fence = [], ""
+    for line in markdown.split("\n"):
+        m = FENCE_RE.match(line)
+        out.append((line, not (fence or m)))
+        closes = fence and re.fullmatch(rf"[ \t]*{fence}{fence[0]}*[ \t]*", line)  # as long, or longer
+        fence = "" if closes else fence or (m[1] if m else "")
+    return out
 
 def page_includes(markdown: str) -> dict[str, str]:
-    """``"stage3_attention/model.py:head"`` -> the text of the heading above that include,
-    for every snippet-section include of a page (outside code fences or inside: the
-    includes of code live in fences)."""
-    found: dict[str, str] = {}
-    heading = ""
-    open_fence: str | None = None
-    for line in markdown.split("\n"):
-        fence = FENCE_RE.match(line)
-        if fence and open_fence is None:
-            open_fence = fence.group("fence")
-        elif fence and line.strip().startswith(open_fence) and not line.strip().strip(open_fence[0]):
-            open_fence = None
-        elif open_fence is None and (h := HEADING_RE.match(line)):
-            heading = re.sub(r"\s*\{[^}]*\}\s*$", "", h.group("text"))  # minus {#id} / {.class}
-        m = INCLUDE_RE.match(line)
-        if m and heading:
-            found.setdefault(f"{m.group('path')}:{m.group('name')}", heading)
+    """``"stage3_attention/model.py:head"`` -> the heading above that snippet include."""
+    found, heading = {}, ""
+    for line, outside in _outside_code(markdown):
+        if outside and (h := HEADING_RE.match(line)):
+            heading = h[1]
+        elif heading and (m := INCLUDE_RE.match(line)):
+            found.setdefault(m[1], heading)
     return found
 
+def _links(hunk: str, file: str, path: Path | None, includes: dict[str, str]) -> list[str]:
+    """Placeholder links to the headings above the included sections the hunk adds lines to."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path else []
+    marks = {m.groups(): n for n, line in enumerate(lines, 1) if (m := SECTION_RE.search(line))}
+    m = re.search(r"^@@ -\S+ \+(\d+).*\n", hunk, re.MULTILINE)
+    in_new = [line for line in hunk[m.end():].split("\n")[:-1] if line[0] != "-"]  # as in the new file
+    added = [int(m[1]) + i for i, line in enumerate(in_new) if line[0] == "+"]  # their line numbers
+    shown = [f"{file}:{name}" for (kind, name), start in marks.items() if kind == "start"
+             and any(start < n < marks.get(("end", name), 0) for n in added)]  # the sections it touches
+    headings = {includes[key]: key for key in shown if key in includes}  # one link per heading
+    return [f'<a class="stage-diff-link" data-section="{html.escape(key)}" data-heading="{html.escape(h)}" '
+            f'href="#">{html.escape(h)}</a>' for h, key in headings.items()]
 
-def render_stage_diff(root: Path | str, old_name: str, new_name: str, only: str | None = None,
+def render_stage_diff(root: Path | str, old: str, new: str, only: str | None = None,
                       includes: dict[str, str] | None = None, lang: str = "en") -> str:
-    """Markdown for the differences between folders root/old_name and root/new_name.
-
-    A summary table, a sentence about unchanged files and one collapsible diff per
-    file (see the module docstring), wrapped in ``<div class="stage-diff" markdown>``
-    (md_in_html) for styling and tests. ``includes`` (see :func:`page_includes`) says
-    which snippet sections the page shows, under which heading: hunks inside them
-    get a link there.
-    """
-    root = Path(root)
-    t = TEXT["zh" if lang.startswith("zh") else "en"]
-    old_dir = _folder(root, old_name)
-    new_dir = _folder(root, new_name)
-    includes = includes or {}
-
-    if only is not None:
-        old_file = old_dir / only
-        new_file = new_dir / only
-        if not old_file.is_file() and not new_file.is_file():
-            raise StageDiffError(
-                f"stage-diff: file '{only}' exists in neither '{old_name}' nor '{new_name}'"
-            )
-        old_files = {only: old_file} if old_file.is_file() else {}
-        new_files = {only: new_file} if new_file.is_file() else {}
-    else:
-        old_files = _python_files(old_dir)
-        new_files = _python_files(new_dir)
-
-    unchanged: list[str] = []
-    changed: list[tuple[str, Path | None, Path | None, str]] = []
-    for rel in sorted(set(old_files) | set(new_files)):
-        old, new = old_files.get(rel), new_files.get(rel)
-        if old is not None and new is not None and old.read_bytes() == new.read_bytes():
-            unchanged.append(rel)
-            continue
-        changed.append((rel, old, new, _file_diff(old_name, new_name, rel, old, new)))
-    # The files that carry the idea first, then the others in name order.
-    changed.sort(key=lambda c: (Path(c[0]).name not in OPEN_FILES, c[0]))
-
-    parts = ['<div class="stage-diff" markdown>', ""]
-    if changed:
-        total_add = total_del = 0
-        rows = []
-        for rel, old, new, diff in changed:
-            add, rem = _counts(diff)
-            total_add, total_del = total_add + add, total_del + rem
-            what = t["new"] if old is None else t["removed"] if new is None else t["changed"]
-            # Escaped: a docstring's "python -m <stage>.train" is text, not an HTML tag.
-            why = html.escape(why_changed(root, old_name, new_name, rel, old, new, lang)).replace("|", "\\|")
-            rows.append(f'| <a href="#{_anchor(new_name, rel)}"><code>{html.escape(rel)}</code></a> '
-                        f"| {what} | +{add} | −{rem} | {why} |")
-        differ = t["differ"].format(n=len(changed)) if len(changed) != 1 else t["differs"]
-        parts += [t["summary"].format(a=old_name, b=new_name, differ=differ, add=total_add,
-                                      rem=total_del), "",
-                  '<div class="stage-diff-summary" markdown>', "",
-                  t["header"], "|---|---|--:|--:|---|", *rows, "",
-                  "</div>", ""]
-    if unchanged:
-        sep, end = ("、", "。") if t is TEXT["zh"] else (", ", ".")
-        parts += [t["unchanged"] + sep.join(f"`{rel}`" for rel in unchanged) + end, ""]
-    if not changed:
-        same = t["identical_one"] if only else t["identical_all"]
-        parts += [same.format(f=only, a=old_name, b=new_name), ""]
-    for rel, _old, new, diff in changed:
-        add, rem = _counts(diff)
-        is_open = " open" if only is not None or Path(rel).name in OPEN_FILES else ""
-        sections = _sections(new)
-        parts += [f'<details class="stage-diff-file" id="{_anchor(new_name, rel)}"{is_open} '
-                  'markdown="1">',
-                  f"<summary><code>{html.escape(rel)}</code> "
-                  f'<span class="stage-diff-count">+{add} −{rem}</span></summary>', ""]
-        for text, added in _hunks(diff):
-            names = [name for name, start, end in sections
-                     if any(start < n < end for n in added)]
-            keys = [f"{Path(new_name).name}/{rel}:{name}" for name in names]
-            seen: set[str] = set()  # one link per heading, however many sections sit under it
-            keys = [k for k in keys if k in includes
-                    and not (includes[k] in seen or seen.add(includes[k]))]
-            links = [f'<a class="stage-diff-link" data-section="{html.escape(k, quote=True)}" '
-                     f'data-heading="{html.escape(includes[k], quote=True)}" href="#">'
-                     f"{html.escape(includes[k])}</a>" for k in keys if k in includes]
-            if links:
-                parts += [f'<p class="stage-diff-explained">{t["explained"]}{", ".join(links)}</p>',
-                          ""]
-            fence = _fence(text)
-            parts += [f"{fence}diff", text.rstrip("\n"), fence, ""]
-        parts += ["</details>", ""]
-    parts += ["</div>"]
-    return "\n".join(parts)
-
+    """Markdown for the diff of root/old and root/new; ``includes`` from :func:`page_includes`."""
+    zh, root, stage = lang.startswith("zh"), Path(root).resolve(), Path(new).name
+    w = {key: words[zh] for key, words in WORDS.items()}
+    a, b = (_python_files(root / name, only) for name in (old, new))
+    if only and not (a or b):
+        raise StageDiffError(f"stage-diff: file '{only}' exists in neither '{old}' nor '{new}'")
+    same = [rel for rel in sorted(a.keys() & b.keys()) if a[rel].read_bytes() == b[rel].read_bytes()]
+    rels = sorted((a.keys() | b.keys()) - set(same),  # the files that carry the idea first
+                  key=lambda rel: (Path(rel).name not in OPEN_FILES, rel))
+    diffs = {rel: _diff(old, new, rel, a.get(rel), b.get(rel)) for rel in rels}
+    anchors = {rel: re.sub(r"[^a-z0-9]+", "-", f"diff-{stage}-{rel}".lower()).strip("-") for rel in rels}
+    out = ['<div class="stage-diff" markdown>', ""]
+    if rels:
+        n = w["files"].format(n=len(rels)) if len(rels) > 1 else w["file"]
+        add, rem = (sum(d[i] for d in diffs.values()) for i in (1, 2))
+        out += [w["summary"].format(a=old, b=new, n=n, add=add, rem=rem), "",
+                '<div class="stage-diff-summary" markdown>', "", w["header"], "|---|---|--:|--:|---|"]
+        for rel, (_, add, rem) in diffs.items():  # escaped: "python -m <stage>.train" is no tag
+            why = html.escape(why_changed(rel, old, new, b.get(rel), root, zh)).replace("|", "\\|")
+            what = w["new"] if rel not in a else w["removed"] if rel not in b else w["changed"]
+            out.append(f'| <a href="#{anchors[rel]}"><code>{html.escape(rel)}</code></a> | {what} '
+                       f"| +{add} | −{rem} | {why} |")
+        out += ["", "</div>", ""]
+    if same:
+        out += [w["same"].format(a=old, b=new, files=w["sep"].join(f"`{rel}`" for rel in same)), ""]
+    for rel, (hunks, add, rem) in diffs.items():
+        is_open = " open" if only or Path(rel).name in OPEN_FILES else ""
+        out += [f'<details class="stage-diff-file" id="{anchors[rel]}"{is_open} markdown="1">',
+                f'<summary><code>{html.escape(rel)}</code> <span class="stage-diff-count">+{add} −{rem}'
+                "</span></summary>", ""]
+        for hunk in hunks:
+            if links := _links(hunk, f"{stage}/{rel}", b.get(rel), includes or {}):
+                out += [f'<p class="stage-diff-explained">{w["explained"]}{", ".join(links)}</p>', ""]
+            fence = "`" * max(3, 1 + max(map(len, re.findall("`+", hunk)), default=0))
+            out += [f"{fence}diff", hunk.rstrip("\n"), fence, ""]
+        out += ["</details>", ""]
+    return "\n".join([*out, "</div>"])
 
 def replace_markers(markdown: str, root: Path | str, lang: str = "en") -> str:
     """Replace every stage-diff marker line outside code fences."""
-    out: list[str] = []
-    open_fence: str | None = None
-    includes = page_includes(markdown)
-    for line in markdown.split("\n"):
-        fence = FENCE_RE.match(line)
-        if open_fence is None:
-            if fence:
-                open_fence = fence.group("fence")
-            else:
-                match = MARKER_RE.match(line)
-                if match:
-                    args = match.group("args").split()
-                    if len(args) not in (2, 3):
-                        raise StageDiffError(
-                            f"stage-diff: expected 'OLD NEW [FILE]', got {match.group('args')!r}"
-                        )
-                    out.append(render_stage_diff(root, *args, includes=includes, lang=lang))
-                    continue
-        elif fence and fence.group("fence")[0] == open_fence[0] and len(fence.group("fence")) >= len(open_fence) \
-                and not line.strip()[len(fence.group("fence")):].strip():
-            open_fence = None
+    includes, out = page_includes(markdown), []
+    for line, outside in _outside_code(markdown):
+        if outside and (m := MARKER_RE.match(line)):
+            if len(args := m[1].split()) not in (2, 3):
+                raise StageDiffError(f"stage-diff: expected 'OLD NEW [FILE]', got {m[1]!r}")
+            line = render_stage_diff(root, *args, includes=includes, lang=lang)
         out.append(line)
     return "\n".join(out)
 
-
-def _root(config) -> Path:
-    return Path(config.config_file_path).resolve().parent
-
-
-def on_page_markdown(markdown, page, config, files, **kwargs):
-    if "stage-diff:" not in markdown:
-        return markdown
-    try:
-        return replace_markers(markdown, _root(config), config["theme"]["language"])
-    except StageDiffError as err:
-        raise StageDiffError(f"{page.file.src_uri}: {err}") from err
-
-
 def _key(text: str) -> str:
     """A heading's text reduced to letters and digits: Markdown and HTML compare equal."""
-    text = re.sub(r"<[^>]+>", "", html.unescape(text))
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # [text](url) -> text
-    text = re.sub(r"\{[^}]*\}\s*$", "", text)  # a trailing attr_list {#id}
-    return re.sub(r"[\W_]+", "", text).lower()
+    return re.sub(r"[\W_]+", "", re.sub(r"<[^>]+>", "", html.unescape(text))).lower()
 
+def resolve_links(content: str) -> str:
+    """Point the placeholder links at their headings' ids; drop a paragraph left without a link."""
+    headings = re.findall(r'<h[1-6][^>]*\bid="([^"]+)"[^>]*>(.*?)</h[1-6]>', content, re.DOTALL)
+    ids = {_key(title): id_ for id_, title in reversed(headings)}  # the first of a title wins
+    def paragraph(p: re.Match) -> str:
+        links = [f'<a class="stage-diff-link" href="#{ids[_key(h)]}" title="{key}">'
+                 f"{html.escape(html.unescape(h))}</a>"
+                 for key, h in LINK_RE.findall(p[2]) if _key(h) in ids]
+        return f'<p class="stage-diff-explained">{p[1]}{", ".join(links)}</p>' if links else ""
+    return PARAGRAPH_RE.sub(paragraph, content)
 
-def resolve_links(content: str, headings: list[tuple[str, str]]) -> str:
-    """Point each hunk's placeholder link at its heading: ``headings`` is the page's
-    (title, id) in order. A paragraph left without a link is dropped."""
-    ids = {}
-    for title, id_ in headings:
-        ids.setdefault(_key(title), id_)
+def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
+    return replace_markers(markdown, Path(config.config_file_path).parent, config["theme"]["language"])
 
-    def link(m: re.Match) -> str | None:
-        heading = html.unescape(m.group("heading"))
-        id_ = ids.get(_key(heading))
-        if id_ is None:
-            return None
-        return (f'<a class="stage-diff-link" href="#{id_}" '
-                f'title="{m.group("key")}">{html.escape(heading)}</a>')
-
-    def paragraph(m: re.Match) -> str:
-        links = [x for x in map(link, LINK_RE.finditer(m.group(0))) if x]
-        return f'<p class="stage-diff-explained">Explained in: {", ".join(links)}</p>' if links else ""
-
-    return EXPLAINED_RE.sub(paragraph, content)
-
-
-def _toc(items) -> list[tuple[str, str]]:
-    out = []
-    for item in items:
-        out.append((item.title, item.id))
-        out += _toc(item.children)
-    return out
-
-
-def on_page_content(html_, page, config, files, **kwargs):
-    if "stage-diff-link" not in html_:
-        return html_
-    return resolve_links(html_, _toc(page.toc))
-
-
-def on_serve(server, config, builder, **kwargs):
-    """`mkdocs serve`: rebuild when the code of a stage changes."""
-    root = _root(config)
-    for folder in sorted(root.glob("stage*_*")):
-        if folder.is_dir():
-            server.watch(str(folder))
-    return server
+def on_page_content(html_: str, page, config, files, **kwargs) -> str:
+    return resolve_links(html_) if "stage-diff-link" in html_ else html_

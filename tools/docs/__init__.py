@@ -87,7 +87,7 @@ class Page:
 
     def fact(self, name: str, value) -> None:
         """A number or word the pages' prose may quote or check (docs/hooks/facts.py)."""
-        self.facts[name] = value
+        self.facts[name.replace("-", "_")] = value  # names are words: "tang-2min" -> tang_2min
 
 
 def jobs() -> list[Job]:

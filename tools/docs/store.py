@@ -242,9 +242,13 @@ def make_all(runs: list[Run], workers: int = 2) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     todo = [r for r in dict.fromkeys(runs) if not fresh(r)]
+    alone = [r for r in todo if "--threads" in r.flags  # a run on more threads than one
+             and r.flags[r.flags.index("--threads") + 1] != THREADS]  # has the machine to itself
     with ThreadPoolExecutor(workers) as pool:
-        for wave in ([r for r in todo if not r.after], [r for r in todo if r.after]):
-            list(pool.map(make, wave))  # list(): wait, and raise what a worker raised
+        list(pool.map(make, [r for r in todo if not r.after and r not in alone]))  # and raise
+        for run in alone:
+            make(run)
+        list(pool.map(make, [r for r in todo if r.after and r not in alone]))
 
 
 def folder(run: Run) -> Path:

@@ -5,11 +5,11 @@ against the spread between seeds of one stage."""
 from __future__ import annotations
 
 from .. import Job, Page, table
-from . import BUILTIN, CLASSIC, PRESETS, SEEDS, STAGES, preset, train
+from . import BUILTIN, CLASSIC, PRESETS, SEEDS, STAGES, classic, preset, train
 
 RUNS = {(stage, data, seed): train(stage, data, seed=seed)
         for stage in STAGES for data in BUILTIN for seed in SEEDS}
-CLASSIC_RUNS = {(stage, data): train(stage, data) for stage in STAGES for data in CLASSIC}
+CLASSIC_RUNS = {(stage, data): classic(stage, data) for stage in STAGES for data in CLASSIC}
 PRESET_RUNS = {data: preset(name) for data, name in PRESETS.items()}
 HEAD = {"en": ["stage", "parameters", "best val (seed 1337)", "best val, 3 seeds", "spread",
                "better than the stage before by", "train − val gap", "time (s)"],

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 from .. import Job, Page, Run
-from . import ZH_LABELS, train
+from . import ZH_LABELS, classic
 from .stage1 import transcript
 
 CORPORA = ("en", "zh", "shakespeare", "tang")
-RUNS = {d: train("stage2_bigram", d) for d in CORPORA}
+RUNS = {d: classic("stage2_bigram", d) for d in CORPORA}  # the defaults on every corpus
 ERRORS = (Run("stage2_bigram", "--prompt", "café", module="sample", fails=True, after=RUNS["en"]),
           Run("stage2_bigram", "--lr", "0", fails=True))
 

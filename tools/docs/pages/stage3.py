@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 from .. import Job, Page, Run, table
-from . import ZH_LABELS, train
+from . import ZH_LABELS, classic, train
 from .stage2 import training
 
 CORPORA = ("en", "zh", "shakespeare", "tang")
-RUNS = {d: train("stage3_attention", d) for d in CORPORA}
+RUNS = {d: classic("stage3_attention", d) for d in CORPORA}  # the defaults on every corpus
 POS = {p: train("stage3_attention", "en", "--pos", p) for p in ("sinusoidal", "none")}
 BUILDUP = Run("stage3_attention", module="buildup")
 FORMS = {"en": ("1. loop", "2. tril matrix product", "3. masked softmax", "4. self-attention (q · k)"),
@@ -196,6 +196,86 @@ def trained_head(page: Page, data: str) -> None:
     page.fact(f"{data}.head.near3", sum(maps[i, i - 2: i + 1].sum().item() for i in range(2, T)) / (T - 2))
 
 
+QK_PROMPT = {"en": "Pip the", "zh": "小狐狸皮皮"}  # short: its T x T scores fit the page
+
+
+def scores_on_a_prompt(page: Page, data: str) -> None:
+    """One head on real characters: q . k / sqrt(d_k) and the weights, as printed matrices."""
+    import torch
+
+    from stage3_attention.checkpoint import load_model
+    from stage3_attention.plots import token_label
+
+    model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
+    prompt = QK_PROMPT[data]
+    head = model.sa_head
+    with torch.no_grad():
+        x = model.token_embedding_table(torch.tensor([tok.encode(prompt)]))
+        x = x + model.positions(len(prompt), x.device)
+        q, k = head.query(x)[0], head.key(x)[0]
+        scores = q @ k.T / math.sqrt(k.shape[-1])
+        weights = model.attention_maps(torch.tensor([tok.encode(prompt)]))[0, 0, 0]
+    labels = [token_label(c) for c in prompt]
+    T = len(prompt)
+
+    def matrix(m, masked: bool) -> str:
+        rows = ["      " + "".join(f"{c:>7}" for c in labels)]
+        for i in range(T):
+            cells = ["      ·" if masked and j > i else f"{m[i, j].item():7.2f}" for j in range(T)]
+            rows.append(f"{labels[i]:>5} " + "".join(cells))
+        return "\n".join(rows)
+    page.write(f"qk_{data}.txt", f"q · k / √d_k, row i (query) against column j (key):\n"
+               f"{matrix(scores, False)}\n\nweights = softmax of row i over j ≤ i:\n"
+               f"{matrix(weights, True)}")
+    last = weights[-1, :].tolist()
+    page.fact(f"{data}.qk.prompt", prompt)
+    page.fact(f"{data}.qk.last_top", labels[max(range(T), key=last.__getitem__)])
+    page.fact(f"{data}.qk.last_top_weight", max(last))
+
+
+def context_curve(page: Page, data: str) -> None:
+    """How much it helps to see further back: the mean loss on held-out text of the
+    trained model given only the last k characters, k = 1 .. block_size, and one prompt where
+    the far part of the window changes the prediction most."""
+    import torch
+    from torch.nn import functional as F
+
+    from stage3_attention.checkpoint import load_model
+    from stage3_attention.data import Corpus
+    from stage3_attention.plots import plt, token_label
+
+    model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
+    T = model.config.block_size
+    val = Corpus.load(data, tokenizer=tok).val.long()
+    starts = torch.arange(0, min(len(val) - T - 1, 4000 * 8), 8)  # 4,000 windows
+    x = torch.stack([val[s : s + T] for s in starts])
+    y = torch.stack([val[s + T] for s in starts])
+    losses, probs = {}, {}
+    with torch.no_grad():
+        for kk in (1, 2, 4, 8, 16, T):
+            logits = model(x[:, -kk:])[0][:, -1]  # the prediction after the last character
+            losses[kk] = F.cross_entropy(logits, y).item()
+            probs[kk] = logits.softmax(-1).gather(1, y[:, None])[:, 0]
+    gain = probs[T] - probs[8]  # what the characters beyond the last 8 add
+    best = int(gain.argmax())
+    window = tok.decode(x[best].tolist())
+    page.fact(f"{data}.context.window", "".join(token_label(c) for c in window))
+    page.fact(f"{data}.context.next", token_label(tok.itos[int(y[best])]))
+    page.fact(f"{data}.context.p_last8", probs[8][best].item())
+    page.fact(f"{data}.context.p_all", probs[T][best].item())
+    for kk, value in losses.items():
+        page.fact(f"{data}.context.loss_{kk}", value)
+    for lang, (xl, yl) in {"en": ("characters the model sees (k)", "mean loss, held-out text"),
+                           "zh": ("模型看到的字符数 k", "平均损失（验证文本）")}.items():
+        fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120, constrained_layout=True)
+        ax.plot(list(losses), list(losses.values()), marker="o")
+        ax.set(xscale="log", xlabel=xl, ylabel=yl)
+        ax.set_xticks(list(losses), [str(k) for k in losses])
+        ax.grid(alpha=0.3)
+        fig.savefig(page.dir / f"context_{data}{'' if lang == 'en' else '_zh'}.png")
+        plt.close(fig)
+
+
 def worked(page: Page) -> None:
     """The 3 x 3 example of the page, computed, as TeX: Q, K, V, the scores, the mask, the
     weights and the output."""
@@ -224,6 +304,8 @@ def write(page: Page) -> None:
     training(page, "stage3_attention", RUNS)
     for data in ("en", "zh"):
         trained_head(page, data)
+        scores_on_a_prompt(page, data)
+        context_curve(page, data)
     out = page.stored(BUILDUP).stdout
     for i, part in enumerate(out.split("== ")[1:], start=1):
         page.write(f"buildup_{i}.txt", part.split("\n", 1)[1].strip("\n"))

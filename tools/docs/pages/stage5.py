@@ -65,6 +65,42 @@ def figures(page: Page, data: str) -> None:
     del torch
 
 
+def embeddings(page: Page, data: str, chars: int = 60) -> None:
+    """The token embeddings wte, projected on their two main directions (PCA), with the
+    nearest neighbours of a few characters: what the model made of each character."""
+    import torch
+
+    from stage5_gpt.checkpoint import load_model
+    from stage5_gpt.plots import plt, token_label, use_cjk_font
+
+    model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
+    wte = model.transformer.wte.weight.detach()
+    text = page.stored(RUNS[data]).metrics["sample"]  # the most frequent characters of a sample
+    common = [c for c, _ in sorted(((c, text.count(c)) for c in set(text) if c in tok.stoi),
+                                   key=lambda t: -t[1])][:chars]
+    ids = torch.tensor([tok.stoi[c] for c in common])
+    w = wte[ids] - wte[ids].mean(0)
+    xy = w @ torch.linalg.svd(w, full_matrices=False).Vh[:2].T  # (chars, 2)
+    use_cjk_font()
+    for lang, title in (("en", "token embeddings, first two principal directions"),
+                        ("zh", "词元嵌入在前两个主方向上的投影")):
+        fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=130, constrained_layout=True)
+        ax.scatter(xy[:, 0], xy[:, 1], s=4, color="#9fa8da")
+        for (x, y), c in zip(xy.tolist(), common, strict=True):
+            ax.text(x, y, token_label(c), fontsize=10, ha="center", va="center")
+        ax.set_title(title, fontsize=11)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        fig.savefig(page.dir / f"embeddings_{data}{'' if lang == 'en' else '_zh'}.png")
+        plt.close(fig)
+    unit = torch.nn.functional.normalize(wte, dim=-1)
+    for c in common[:6]:
+        sims = unit @ unit[tok.stoi[c]]
+        near = [tok.itos[int(i)] for i in sims.argsort(descending=True)[1:4]]
+        page.fact(f"{data}.neighbours_{common.index(c)}",
+                  f"`{token_label(c)}`: " + " ".join(f"`{token_label(n)}`" for n in near))
+
+
 def schedule(page: Page) -> None:
     """The learning rate of the defaults and of nanogpt-cpu, step by step (no training)."""
     from stage5_gpt.plots import plt
@@ -101,6 +137,7 @@ def write(page: Page) -> None:
     training(page, STAGE, {**RUNS, **PRESETS})
     for data in RUNS:
         figures(page, data)
+        embeddings(page, data)
     for name, run in {**SAMPLES, **{f"inspect_{d}": r for d, r in INSPECT.items()}}.items():
         page.write(f"{'sample_' if not name.startswith('inspect') else ''}{name}.txt",
                    f"$ {run.command}\n{page.stored(run).stdout}")
