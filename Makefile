@@ -19,8 +19,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
 	touch $(STAMP)
 
+# Ends with the next command to try: the two-minute preset of a classic corpus, the Tang
+# poems for a Chinese locale ($LANG zh_*), Tiny Shakespeare otherwise.
 train: $(STAMP)
 	$(BIN)/python -m stage5_gpt.train
+	@case "$$LANG$$LC_ALL" in zh*|*zh_*) \
+	  echo "Next, Tang poems in about two minutes: .venv/bin/python -m stage5_gpt.train --preset tang-2min";; \
+	*) echo "Next, Tiny Shakespeare in about two minutes: .venv/bin/python -m stage5_gpt.train --preset shakespeare-2min";; \
+	esac
 
 # The fast suite (about two minutes); test-slow: what takes longer (the grader's mutation
 # suite, torchrun, a stored docs run repeated). CI runs both.

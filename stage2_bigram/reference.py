@@ -30,6 +30,7 @@ def run_settings(args: argparse.Namespace, flags: list[str], text: str) -> dict:
     return settings
 
 
+# --8<-- [start:differences]
 def differences(settings: dict, ref: dict, data: str) -> list[str]:
     """The flags in which a run's ``settings`` differ from a reference's, as a reader types them."""
     out = []
@@ -42,6 +43,7 @@ def differences(settings: dict, ref: dict, data: str) -> list[str]:
         else:
             out.append(f"--{key.replace('_', '-')} ({here} here, {there} there)")
     return out
+# --8<-- [end:differences]
 
 
 def reference_report(metrics: dict, settings: dict, device: str, resumed: bool = False,

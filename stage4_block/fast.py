@@ -43,5 +43,5 @@ def use_fast_dropout(model: nn.Module) -> nn.Module:
     for module in list(model.modules()):
         for name, child in module.named_children():
             if type(child) is nn.Dropout:
-                setattr(module, name, FastDropout(child.p))
+                setattr(module, name, FastDropout(child.p, child.inplace).train(child.training))
     return model

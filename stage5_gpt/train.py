@@ -112,9 +112,11 @@ def make_optimizer(model: GPT, args: argparse.Namespace) -> torch.optim.AdamW:
 
 def train(args: argparse.Namespace) -> dict:
     run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
+    # --8<-- [start:min_lr]
     if args.min_lr > args.lr:
         raise UserError(f"--min-lr {args.min_lr} is above --lr {args.lr}: the cosine would climb "
                         f"instead of decaying. Give a --min-lr at most {args.lr} (e.g. --lr / 10).")
+    # --8<-- [end:min_lr]
     model = GPT(model_config(args, run.vocab_size)).to(run.device)
     use_fast_dropout(model)  # the same dropout with a cheaper random mask (fast.py)
     optimizer = make_optimizer(model, args)

@@ -194,7 +194,7 @@ def two_stages(tmp_path):
 def test_hook_diffs_whole_folders(two_stages):
     hook = load_hook()
     md = hook.render_stage_diff(two_stages, "stage_a", "stage_b")
-    assert "Unchanged: `same.py`." in md
+    assert "Identical in `stage_a` and `stage_b`: `same.py`." in md
     # The summary first: every differing file, what happened to it, lines added/removed.
     assert "4 files differ, +3 −3 lines" in md
     summary = md[:md.index("<details")]
@@ -228,73 +228,93 @@ def test_hook_opens_the_files_of_the_idea_and_says_why(tmp_path):
             (tmp_path / stage).mkdir(exist_ok=True)
             (tmp_path / stage / name).write_text(f'"""{name} of stage {n}.\n\nMore."""\nv = {n}\n',
                                                  encoding="utf-8")
+    (tmp_path / "stage1_x" / "gone.py").write_text("gone = 1\n", encoding="utf-8")
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_stage_copies.py").write_text(
-        'CHANGED: dict = {"stage2_y": {"model.py": "attention replaces the table"}}\n',
+        'CHANGED: dict = {"stage2_y": {"model.py": "attention replaces the table",\n'
+        '                             "gone.py": "removed: model.py does its job"}}\n',
         encoding="utf-8")
     md = hook.render_stage_diff(tmp_path, "stage1_x", "stage2_y")
     opened = re.findall(r'<details class="stage-diff-file" id="([^"]+)" open', md)
     assert opened == ["diff-stage2-y-model-py", "diff-stage2-y-train-py"]
-    assert md.count('<details class="stage-diff-file"') == 4
+    assert md.count('<details class="stage-diff-file"') == 5
     # model.py and train.py come first in the summary and in the blocks.
     assert md.index("<code>model.py</code>") < md.index("<code>train.py</code>") \
         < md.index("<code>extra.py</code>") < md.index("<code>plots.py</code>")
     assert "| attention replaces the table |" in md  # from CHANGED
     assert "| train.py of stage 2. |" in md  # no CHANGED entry: the docstring
     assert "| new | +4 | −0 | extra.py of stage 2. |" in md
+    assert "| removed | +0 | −1 | removed: model.py does its job |" in md  # a reason for a removal
     # Not consecutive stages: CHANGED does not apply.
     (tmp_path / "stage3_z").mkdir()
-    (tmp_path / "stage3_z" / "model.py").write_text('"""Third."""\n', encoding="utf-8")
-    assert "| Third. |" in hook.render_stage_diff(tmp_path, "stage1_x", "stage3_z", "model.py")
+    (tmp_path / "stage3_z" / "model.py").write_text('"""Third,\nwrapped.\n\nMore."""\n',
+                                                    encoding="utf-8")
+    md = hook.render_stage_diff(tmp_path, "stage1_x", "stage3_z", "model.py")
+    assert "| Third, wrapped. |" in md  # the docstring's first paragraph, on one line
 
 
-def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
-    hook = load_hook()
+# A page that shows the section "head" of stage2_b/model.py under a heading, and the
+# stage diff whose first hunk adds that section (its second adds "tail", not shown).
+SECTIONED_PAGE = textwrap.dedent(
+    """\
+    # Stage 2
+
+    ## The `head`, step by step
+
+    ```python
+    --8<-- "stage2_b/model.py:head"
+    ```
+
+    ## Elsewhere
+
+    <!-- stage-diff: stage1_a stage2_b -->
+    """
+)
+
+
+def _sectioned_stages(root: Path) -> None:
     old = "x = 1\n" * 20
     new = ("x = 1\n" * 10 + "# --8<-- [start:head]\nq = 2\n# --8<-- [end:head]\n"
            + "x = 1\n" * 10 + "# --8<-- [start:tail]\nt = 3\n# --8<-- [end:tail]\n")
     for name, text in (("stage1_a", old), ("stage2_b", new)):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "model.py").write_text(text, encoding="utf-8")
-    page = textwrap.dedent(
-        """\
-        # Stage 2
+        (root / name).mkdir()
+        (root / name / "model.py").write_text(text, encoding="utf-8")
 
-        ## The `head`, step by step
 
-        ```python
-        --8<-- "stage2_b/model.py:head"
-        ```
-
-        ## Elsewhere
-
-        <!-- stage-diff: stage1_a stage2_b -->
-        """
-    )
+def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
+    hook = load_hook()
+    _sectioned_stages(tmp_path)
+    page = SECTIONED_PAGE
     assert hook.page_includes(page) == {"stage2_b/model.py:head": "The `head`, step by step"}
     md = hook.replace_markers(page, tmp_path)
     # Two hunks: the first (the head section) gets a link, the second (tail: not shown
     # on the page) none.
     assert md.count('class="stage-diff-explained"') == 1
     assert md.index("stage-diff-explained") < md.index("+q = 2") < md.index("+t = 3")
-    # Once rendered, the placeholder points at the heading's id from the page's toc.
+    # Once rendered, the placeholder points at the id of the heading on the rendered page.
     html = ('<p class="stage-diff-explained">' + md.split('<p class="stage-diff-explained">')[1]
             .split("</p>")[0] + "</p>")
-    done = hook.resolve_links(html, [("Stage 2", "stage-2"),
-                                     ("The head, step by step", "the-head-step-by-step")])
-    assert done == ('<p class="stage-diff-explained">Explained in: <a class="stage-diff-link" '
-                    'href="#the-head-step-by-step" title="stage2_b/model.py:head">'
-                    "The `head`, step by step</a></p>")
-    assert hook.resolve_links(html, [("Stage 2", "stage-2")]) == ""  # no such heading: no link
+    top = '<h1 id="stage-2">Stage 2</h1>\n'
+    head = ('<h2 id="the-head-step-by-step">The <code>head</code>, step by step<a class="headerlink" '
+            'href="#the-head-step-by-step" title="Permanent link">&para;</a></h2>\n')
+    assert hook.resolve_links(top + head + html) == top + head + (
+        '<p class="stage-diff-explained">Explained in: <a class="stage-diff-link" '
+        'href="#the-head-step-by-step" title="stage2_b/model.py:head">The `head`, step by step</a></p>')
+    assert hook.resolve_links(top + html) == top  # no such heading: no link, no paragraph
+    # The Chinese edition keeps its own words.
+    zh = hook.replace_markers(page, tmp_path, lang="zh")
+    html = '<p class="stage-diff-explained">' + zh.split('"stage-diff-explained">')[1].split("</p>")[0]
+    resolved = hook.resolve_links(head + html + "</p>")
+    assert resolved.startswith(head + '<p class="stage-diff-explained">讲解见：<a class="stage-diff-link" href="#')
 
 
 def test_hook_single_file_and_identical(two_stages):
     hook = load_hook()
     md = hook.render_stage_diff(two_stages, "stage_a", "stage_b", "changed.py")
-    assert "--- stage_a/changed.py" in md and "only_a.py" not in md and "Unchanged" not in md
+    assert "--- stage_a/changed.py" in md and "only_a.py" not in md and "Identical" not in md
     assert "1 file differs" in md and " open " in md  # the one file asked for is shown open
     same = hook.render_stage_diff(two_stages, "stage_a", "stage_b", "same.py")
-    assert "```" not in same and "`same.py` is identical in `stage_a` and `stage_b`." in same
+    assert "```" not in same and "Identical in `stage_a` and `stage_b`: `same.py`." in same
     with pytest.raises(hook.StageDiffError, match="exists in neither"):
         hook.render_stage_diff(two_stages, "stage_a", "stage_b", "nope.py")
 
@@ -379,6 +399,16 @@ def test_hook_in_a_build_highlights_the_diff(two_stages):
     assert "stage-diff:" not in html
 
 
+def test_hook_in_a_build_links_a_hunk_to_its_heading(tmp_path):
+    _sectioned_stages(tmp_path)
+    result = mkdocs_build(_tiny_site(tmp_path, SECTIONED_PAGE), tmp_path / "site")
+    assert result.returncode == 0, f"build failed:\n{result.stdout}\n{result.stderr}"
+    html = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'id="the-head-step-by-step"' in html
+    assert re.findall(r'<a class="stage-diff-link" href="([^"]*)"', html) == ["#the-head-step-by-step"]
+    assert "data-heading" not in html  # every placeholder resolved
+
+
 def test_hook_in_a_build_fails_for_missing_folder(two_stages):
     config = _tiny_site(two_stages, "# Diff\n\n<!-- stage-diff: stage_a stage_missing -->\n")
     result = mkdocs_build(config, two_stages / "site")
@@ -444,7 +474,7 @@ def test_the_chinese_diffs_give_a_reason_for_every_changed_file():
     for stage, reasons in CHANGED.items():
         for rel in reasons:
             if rel.endswith(".py"):
-                assert (stage, rel) in hook.CHANGED_ZH, f"no Chinese reason for {stage}/{rel}"
+                assert rel in hook.CHANGED_ZH.get(stage, {}), f"no Chinese reason for {stage}/{rel}"
     for old, new in PAIRS:
         out = hook.render_stage_diff(ROOT, old, new, lang="zh")
         whys = [line.rsplit("|", 2)[-2].strip() for line in out.splitlines()

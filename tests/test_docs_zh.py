@@ -79,8 +79,17 @@ def headings(markdown: str) -> list[tuple[int, str]]:
 
 
 def neutral(path: str) -> str:
-    """A file name with a Chinese-corpus marker removed: x_zh.png -> x.png."""
-    return re.sub(r"_zh(?=[._])", "", path)
+    """A file name without the Chinese edition's marker: x_zh.png -> x.png, x.zh.md -> x.md."""
+    return re.sub(r"\.zh(?=\.md$)", "", re.sub(r"_zh(?=\.png$)", "", path))
+
+
+FACT = re.compile(r"\{\{fact ([\w.]+)")
+CHECK = re.compile(r"<!-- check: (.+?) -->")
+
+
+def facts(markdown: str) -> list[str]:
+    """The facts a page quotes and the claims it checks."""
+    return sorted(FACT.findall(markdown)) + sorted(CHECK.findall(markdown))
 
 
 def includes(markdown: str) -> list[str]:
@@ -147,9 +156,16 @@ def test_same_sections(page):
 @pytest.mark.parametrize("page", nav_pages())
 def test_same_snippets_diffs_and_figures(page):
     en, zh = _pair(page)
-    assert includes(zh) == includes(en), f"docs/zh/{page}: the --8<-- includes differ"
+    # Sorted: the Chinese edition may order the tabs of a section differently (Tang first).
+    assert sorted(includes(zh)) == sorted(includes(en)), f"docs/zh/{page}: the includes differ"
     assert diffs(zh) == diffs(en), f"docs/zh/{page}: the stage-diff markers differ"
-    assert images(zh) == images(en), f"docs/zh/{page}: the figures differ"
+    assert sorted(images(zh)) == sorted(images(en)), f"docs/zh/{page}: the figures differ"
+
+
+@pytest.mark.parametrize("page", nav_pages())
+def test_same_facts_and_checks(page):
+    en, zh = _pair(page)
+    assert facts(zh) == facts(en), f"docs/zh/{page}: the quoted facts or checked claims differ"
 
 
 @pytest.mark.parametrize("page", nav_pages())
@@ -165,13 +181,15 @@ def test_no_english_paragraph_left(page):
 
 
 def test_the_checks_would_catch_drift():
-    en = "# Title\n\n## A step\n\nSome $$x^2$$ text \\(a\\).\n\n--8<-- \"docs/generated/a.txt\"\n"
+    en = "# Title\n\n## A step\n\nSome $$x^2$$ text \\(a\\).\n\n--8<-- \"docs/generated/a.md\"\n"
     good = ("# 标题 {#title}\n\n## 一步 {#a-step}\n\n一些 $$x^2$$ 文字 \\(a\\)。\n\n"
-            "--8<-- \"docs/generated/a_zh.txt\"\n")
+            "--8<-- \"docs/generated/a.zh.md\"\n")
     assert headings(good) == headings(en) and formulas(good) == formulas(en)
     assert includes(good) == includes(en)
     assert headings(good.replace("{#a-step}", "")) != headings(en)
     assert formulas(good.replace("x^2", "x^3")) != formulas(en)
-    assert includes(good.replace("a_zh.txt", "b.txt")) != includes(en)
+    assert includes(good.replace("a.zh.md", "b.md")) != includes(en)
+    assert neutral("generated/s/loss_en_zh.png") == "generated/s/loss_en.png"
+    assert facts("{{fact a.b:.2f}} <!-- check: a.b > 1 -->") == ["a.b", "a.b > 1"]
     assert english_paragraphs("This paragraph was left in English by mistake, sadly.") != []
     assert english_paragraphs("这一段是中文，带着 `code` 和 English term（token）。") == []

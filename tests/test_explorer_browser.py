@@ -5,9 +5,13 @@ this module reuses: same skip rules, GPT_TUTORIAL_REQUIRE_BROWSER=1 turns a skip
 failure). The page's JavaScript runs several prompts (English and Chinese, one character
 and block_size characters long) through the exported weights; PyTorch runs the same
 prompts through the same files loaded into stage5_gpt.model.GPT; logits and every
-attention weight must agree to 1e-4. The exports must also be current (not older than
-stage5_gpt/). Then the widget as a reader uses it: unknown characters, the model switch,
-keyboard, sampling; a 390 px phone in dark mode. The budgets (model bytes, first render,
+attention weight must agree to 1e-4. Both read the very same float16 numbers (turned into
+float32 exactly), so storing the weights as float16 loosens nothing here: what is left is
+PyTorch's float32 arithmetic against the page's float64. The exports must also be current
+(the explorer job not stale: not older than stage5_gpt/ or its own code). Then the widget
+as a reader uses it: layers and heads numbered from 0, newlines in the prompt and in what
+it samples, unknown characters, the crop to block_size, the model switch, keyboard,
+sampling; a 390 px phone in dark mode. The budgets (model bytes, first render,
 one full-length forward pass) are measured and printed. The Chinese edition's page
 (docs/zh/explorer.md, under <site>/zh) runs the same code on the English site's weights,
 in Chinese: its texts, notes and aria-labels, both models, agreement with PyTorch on
@@ -28,7 +32,9 @@ import pytest
 import test_docs_browser as docs_browser
 import torch
 from test_docs_browser import TIMEOUT_MS, is_local, open_page, page_path
-from test_explorer import current_hashes, explorer
+from test_explorer import explorer
+
+from tools.docs import stale
 
 # The docs browser tests' fixtures, used here as they are: build, serve, browse offline.
 playwright_api, site, base_url = docs_browser.playwright_api, docs_browser.site, docs_browser.base_url
@@ -37,8 +43,8 @@ blocked, context = docs_browser.blocked, docs_browser.context
 pytestmark = [pytest.mark.docs, pytest.mark.browser]
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDER = ROOT / "docs" / "generated" / explorer.FOLDER
-TOLERANCE = 1e-4
+FOLDER = ROOT / "docs" / "generated" / "explorer"
+TOLERANCE = 1e-4  # the same float16 weights on both sides: float32 against float64 arithmetic
 READY = "() => [...document.querySelectorAll('.gpt-explorer')].every((e) => e.dataset.state === 'ready')"
 
 
@@ -58,15 +64,34 @@ def shots():
     return Path(folder)
 
 
+def newline_prompt(lang: str, model, vocab: list[str]) -> str:
+    """A prompt after which the model's most likely next character is a newline: the
+    issue's example where it is one, else the first corpus line (its last block_size - 2
+    characters, so that two more fit before the page crops) that is."""
+    text = (ROOT / "stage5_gpt" / "corpus" / f"{lang}.txt").read_text(encoding="utf-8")
+    lines = [line for line in text.split("\n") if line and all(ch in vocab for ch in line)]
+    T = model.config.block_size
+    candidates = ["TEACHER: Pip the fox ran home."] * (lang == "en") + [x[-(T - 2):] for x in lines[:200]]
+    for prompt in candidates:
+        if all(ch in vocab for ch in prompt) and greedy_next(model, vocab, prompt) == "\n":
+            return prompt
+    raise AssertionError(f"no corpus line of {lang} ends where the model expects a newline")
+
+
+def greedy_next(model, vocab: list[str], prompt: str) -> str:
+    """What temperature 0 samples after ``prompt`` (its last block_size characters)."""
+    ids = [vocab.index(ch) for ch in prompt][-model.config.block_size:]
+    with torch.no_grad():
+        return vocab[int(model(torch.tensor([ids]))[0][0, -1].argmax())]
+
+
 @pytest.fixture(scope="module")
 def exports():
     """The exported models, loaded into PyTorch; fails first if an export is stale."""
-    hashes = current_hashes()
-    found = {lang: explorer.problems(FOLDER / f"{lang}.json", hashes[lang]) for lang in hashes}
-    assert not any(found.values()), (
-        f"stale or damaged explorer exports {found}: "
-        "run python tools/gen_docs.py --only explorer_en explorer_zh")
-    return {lang: explorer.load_export(FOLDER / f"{lang}.json") for lang in hashes}
+    behind = [job.name for job in stale(explorer.JOBS)]
+    assert not behind, ("the explorer's exports are older than stage5_gpt/ or "
+                        "tools/docs/pages/explorer.py: run python -m tools.docs explorer")
+    return {lang: explorer.load_export(FOLDER / f"{lang}.json") for lang in explorer.EXAMPLES}
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +167,9 @@ def widget_state(page) -> dict:
       const root = document.querySelector('.gpt-explorer');
       return {
         prompt: root.querySelector('.gx-prompt').value,
+        tag: root.querySelector('.gx-prompt').tagName,
+        reads: root.querySelector('.gx-reads-text').textContent,
+        grid: root.querySelector('.gx-grid').innerText.replace(/\\s+/g, ' ').trim(),
         model: root.querySelector('.gx-models input:checked').value,
         notes: root.querySelector('.gx-notes').innerText,
         status: root.querySelector('.gx-status').innerText,
@@ -162,6 +190,10 @@ def test_a_reader_can_use_it(explorer_page, exports, shots):
     assert start["model"] == "en" and start["prompt"] == exports["en"][2]["example"]
     assert start["thumbs"] == 16 and start["pressed"] == 0 and len(start["top"]) == 10
     assert start["bigWidth"] > 100
+    # Layers and heads count from 0, as everywhere in the course.
+    assert start["grid"] == "head 0 head 1 head 2 head 3 layer 0 layer 1 layer 2 layer 3"
+    assert "Layer 0, head 0:" in root.locator(".gx-bigbox figcaption").inner_text()
+    assert "layers 0 to 3" in root.locator(".gx-gridbox .gx-help").inner_text()
     if shots:
         root.screenshot(path=str(shots / "explorer-en-1280-light.png"))
 
@@ -176,15 +208,21 @@ def test_a_reader_can_use_it(explorer_page, exports, shots):
     state = widget_state(page)
     assert "at least one character" in state["status"] and state["top"] == []
     box.fill("x" * 70)
-    assert "Only the last 64 characters" in widget_state(page)["notes"]
+    notes = widget_state(page)["notes"]
+    # What generate() and stream() really do past block_size, with and without the cache.
+    for words in ("reads only the last 64 characters (6 left out at the start)",
+                  "without the KV cache they read the last 64 characters at every step",
+                  "start the cache again from the last 32"):
+        assert words in notes, notes
 
     # Keyboard: a thumbnail by Enter, the query row by arrow keys.
     box.fill("TEACHER: Pip the fox")
     thumb = root.locator(".gx-thumb").nth(5)
+    assert thumb.get_attribute("aria-label") == "layer 1, head 1"
     thumb.focus()
     page.keyboard.press("Enter")
     state = widget_state(page)
-    assert state["pressed"] == 5 and "Layer 2, head 2" in root.locator(".gx-bigbox figcaption").inner_text()
+    assert state["pressed"] == 5 and "Layer 1, head 1:" in root.locator(".gx-bigbox figcaption").inner_text()
     last = state["readout"]
     root.locator("canvas.gx-big").focus()
     page.keyboard.press("Home")
@@ -200,6 +238,7 @@ def test_a_reader_can_use_it(explorer_page, exports, shots):
     assert state["top"][0].endswith("100%") and state["probs"][1:] == [0] * 9
     root.locator(".gx-sample").click()
     assert len(widget_state(page)["prompt"]) == len("TEACHER: Pip the fox") + 1
+    newlines(page, root, "en", exports["en"])
     root.locator(".gx-topk").fill("3")
     temperature.evaluate("(e) => { e.value = '1'; e.dispatchEvent(new Event('input')); }")
     probs = widget_state(page)["probs"]
@@ -215,6 +254,32 @@ def test_a_reader_can_use_it(explorer_page, exports, shots):
     if shots:
         root.screenshot(path=str(shots / "explorer-zh-1280-light.png"))
     assert not errors, errors
+
+
+def newlines(page, root, lang: str, export) -> None:
+    """A newline is a character: typed with Enter, shown as ⏎, and sampled like any other.
+    Needs temperature 0 (greedy) set."""
+    model, vocab, _ = export
+    box = root.locator(".gx-prompt")
+    assert widget_state(page)["tag"] == "TEXTAREA"
+    prompt = newline_prompt(lang, model, vocab)
+    box.fill(prompt)
+    state = widget_state(page)
+    assert state["top"][0].startswith("⏎ ") and state["reads"] == prompt.replace(" ", "␣")
+    root.locator(".gx-sample").click()  # greedy: the newline the model expects
+    state = widget_state(page)
+    assert state["prompt"] == prompt + "\n", repr(state["prompt"])
+    assert state["reads"].endswith("⏎") and state["notes"] == ""
+    after = greedy_next(model, vocab, prompt + "\n")
+    root.locator(".gx-sample").click()  # and the page goes on from the new line
+    assert widget_state(page)["prompt"] == prompt + "\n" + after
+    # Enter in the prompt is a newline too, read by the model.
+    box.fill(prompt)
+    box.press("End")
+    box.press("Enter")
+    state = widget_state(page)
+    assert state["prompt"] == prompt + "\n" and state["reads"].endswith("⏎")
+    assert state["top"][0].split(" ")[0] == {" ": "␣", "\n": "⏎"}.get(after, after)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -289,7 +354,7 @@ def test_the_export_header_is_small(exports):
     for lang in exports:
         header = json.loads((FOLDER / f"{lang}.json").read_text(encoding="utf-8"))
         assert (FOLDER / f"{lang}.json").stat().st_size < 64_000, lang
-        assert header["dtype"] == "float32"
+        assert header["dtype"] == "float16"
 
 
 # ---------------------------------------------------------------------------
@@ -344,7 +409,7 @@ def widget_texts(page) -> dict:
 def test_zh_edition_reads_the_english_sites_weights(zh_site, site):
     html = (zh_site / page_path(zh_site, "explorer.md")).read_text(encoding="utf-8")
     assert 'src="../assets/javascripts/explorer.js"' in html and 'data-lang="zh"' in html
-    # One copy of the 6.8 MB of weights: the English site's (mkdocs.zh.yml excludes them).
+    # One copy of the weights: the English site's (mkdocs.zh.yml excludes them).
     assert (site / "generated" / "explorer" / "zh.bin").is_file()
     assert not (zh_site / "generated" / "explorer").exists()
 
@@ -377,7 +442,9 @@ def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, expor
     box.fill(exports["zh"][2]["example"])
     seen = widget_texts(page)
     assert seen["lang"].startswith("zh")
-    for text in ("模型", "提示词", "中文模型：", "第 1 层，头 1：", "头视图", "下一个字符", "温度", "采样下一个字符"):
+    for text in ("模型", "提示词", "中文模型：", "第 0 层，第 0 个头：", "第 0 层到第 3 层", "头 0",
+                 "回车键换行", "模型读入的字符（⏎ 是换行，␣ 是空格）：", "头视图", "下一个字符", "温度",
+                 "采样下一个字符"):
         assert text in seen["text"], (text, seen["text"])
     english = re.findall(r"[A-Za-z]{4,}", seen["text"])
     assert english == [], f"English left in the Chinese widget: {english}"
@@ -395,7 +462,10 @@ def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, expor
     assert "请至少输入一个中文模型认识的字符" in widget_state(page)["status"]
     long = ("".join(ch for ch in exports["zh"][2]["example"] if ch != "\n") * 70)[:70]
     box.fill(long)
-    assert "只使用最后 64 个字符（开头略去了 6 个）" in widget_state(page)["notes"]
+    notes = widget_state(page)["notes"]
+    for words in ("模型只读最后 64 个字符（开头略去了 6 个）", "不用 KV 缓存时，每一步都读最后 64 个字符",
+                  "再从最后 32 个字符重新建立缓存"):
+        assert words in notes, notes
     temperature = root.locator("input[type=range]")
     temperature.focus()
     page.keyboard.press("Home")
@@ -404,6 +474,9 @@ def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, expor
     root.locator("canvas.gx-big").focus()
     page.keyboard.press("Home")
     assert widget_state(page)["readout"].startswith(f"查询“{long[6]}”（位置 0）最关注：")
+    temperature.focus()
+    page.keyboard.press("Home")
+    newlines(page, root, "zh", exports["zh"])
 
     # The English model, from the Chinese page: its own example, a Chinese status.
     box.fill(exports["zh"][2]["example"])
@@ -431,7 +504,7 @@ def test_zh_edition_layout(playwright_api, base_url, zh_site, shots, width, sche
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     assert page.evaluate("document.body.dataset.mdColorScheme") == ("slate" if scheme == "dark" else "default")
     assert page.evaluate("document.documentElement.scrollWidth") <= width + 1, "the page scrolls sideways"
-    assert "第 1 层，头 1" in page.locator(".gx-bigbox figcaption").first.inner_text()
+    assert "第 0 层，第 0 个头" in page.locator(".gx-bigbox figcaption").first.inner_text()
     if shots:
         name = f"explorer-zh-edition-{width}-{scheme}"
         page.locator(".gpt-explorer").first.screenshot(path=str(shots / f"{name}.png"))

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import TINY_TEXT_ZH, assert_user_error
 
+from stage1_data import tang
 from stage1_data.data import Corpus, get_batch
 
 cli = importlib.import_module("stage1_data.__main__")
@@ -66,6 +71,38 @@ def test_cli_help_shows_defaults(capsys):
     assert e.value.code == 0
     out = " ".join(capsys.readouterr().out.split())  # undo argparse's line wrapping
     assert "--data" in out and "(default: en)" in out and "(default: 8)" in out
+    assert "'tang' (Tang poems)" in out and "58 files of the Tang poems" in out
+
+
+def test_cli_offline_tang_is_one_error_line_that_names_the_way_out(capsys, tmp_path,
+                                                                  monkeypatch):
+    monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "cache"))
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("no network in tests")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    err = _main_error(capsys, "--data", "tang")
+    error = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and "--data FOLDER" in error[0] and "poet.tang.0.json" in error[0]
+
+
+def test_cli_shows_a_local_copy_of_the_tang_poems(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "poems"
+    folder.mkdir()
+    poems = [{"title": "春曉", "paragraphs": ["春眠不覺曉，處處聞啼鳥。", "夜來風雨聲，花落知多少。"]}] * 3
+    raw = json.dumps(poems, ensure_ascii=False).encode("utf-8")
+    (folder / "poet.tang.0.json").write_bytes(raw)
+    monkeypatch.setattr(tang, "FILES", ["poet.tang.0.json"])
+    monkeypatch.setattr(tang, "expected_sha256",
+                        lambda: {"poet.tang.0.json": hashlib.sha256(raw).hexdigest()})
+    cli.main(["--data", str(folder)])
+    out = capsys.readouterr().out
+    text = "\n\n".join(["春晓\n春眠不觉晓，处处闻啼鸟。\n夜来风雨声，花落知多少。"] * 3) + "\n"
+    assert f"corpus: {folder}" in out
+    assert f"{len(text):,} characters, {text.count(chr(10)):,} lines" in out
+    assert "round trip:" in out and "春晓⏎春眠不觉晓" in out
 
 
 # --- subprocess runs (started in the background, see conftest) -----------------

@@ -1,11 +1,17 @@
-"""Stage 1: loading text, splitting, batching, padding and the downloader."""
+"""Stage 1: loading text, splitting, batching, padding, the downloader and the Tang poems.
+
+Nothing here touches the network: downloads come from file:// URLs in tmp_path, and the
+Tang poems from a folder of small fake JSON files.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -13,7 +19,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from stage1_data import data
+from stage1_data import data, tang
 from stage1_data.data import (
     CharDataset,
     Corpus,
@@ -24,6 +30,7 @@ from stage1_data.data import (
     pad_sequences,
     split,
 )
+from stage1_data.download import cache_dir, download
 from stage1_data.errors import UserError
 from stage1_data.tokenizer import CharTokenizer
 
@@ -46,8 +53,11 @@ def test_builtin_english_corpus():
 
 def test_builtin_chinese_corpus():
     text = _builtin("zh")
-    assert len(text) >= 20_000
-    assert len(set(text)) <= 400  # small enough vocabulary for a character model
+    assert len(text) >= 100_000
+    # Thousands of distinct characters (several times the English corpus's): more than a
+    # byte can number, so the ids take two bytes each.
+    assert len(set(text)) >= 3 * len(set(_builtin("en")))
+    assert CharTokenizer.from_text(text).dtype == torch.int16
     cjk = [c for c in text if "\u4e00" <= c <= "\u9fff"]
     assert len(cjk) / len(text) > 0.5
     assert "\r" not in text and not text.startswith("\ufeff")
@@ -92,9 +102,18 @@ def test_missing_file_is_a_user_error_that_lists_the_choices(tmp_path):
     assert "'en'" in msg and "'zh'" in msg and "shakespeare" in msg
 
 
-def test_a_folder_is_not_a_corpus(tmp_path):
-    with pytest.raises(UserError, match="no such file"):
-        load_text(str(tmp_path))
+def test_a_folder_without_the_tang_poems_is_a_user_error(tmp_path, monkeypatch):
+    """A folder is read as a local copy of the Tang poems' 58 files."""
+    monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not a poem", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        load_text(str(folder))
+    msg = str(e.value)
+    assert f"{folder} has no poet.tang.0.json" in msg and "--data FOLDER" in msg
+    assert "58 files" in msg and tang.COMMIT in msg
+    assert not (tmp_path / "cache").exists()  # nothing cached
 
 
 # --- split ---------------------------------------------------------------------
@@ -383,7 +402,7 @@ def _leftovers(folder):
 def test_download_fetches_verifies_and_then_reuses_the_cache(tmp_path, remote, monkeypatch):
     src, url, sha = remote
     dest = tmp_path / "cache" / "sub" / "input.txt"  # folders are created as needed
-    assert data.download(url, dest, sha) == dest
+    assert download(url, dest, sha) == dest
     assert dest.read_bytes() == src.read_bytes()
     assert _leftovers(dest.parent) == ["input.txt"]  # no temporary file left over
 
@@ -393,14 +412,14 @@ def test_download_fetches_verifies_and_then_reuses_the_cache(tmp_path, remote, m
         raise AssertionError("download() went to the network although the cache was good")
 
     monkeypatch.setattr(urllib.request, "urlopen", no_network)
-    assert data.download(url, dest, sha) == dest
+    assert download(url, dest, sha) == dest
     assert _sha(dest.read_bytes()) == sha
 
 
 def test_download_gives_the_file_normal_permissions(tmp_path, remote):
     _, url, sha = remote
     dest = tmp_path / "cache" / "input.txt"
-    data.download(url, dest, sha)
+    download(url, dest, sha)
     plain = tmp_path / "cache" / "plain.txt"
     plain.write_text("x")
     assert dest.stat().st_mode == plain.stat().st_mode
@@ -411,7 +430,7 @@ def test_download_replaces_a_damaged_cache(tmp_path, remote):
     dest = tmp_path / "cache" / "input.txt"
     dest.parent.mkdir()
     dest.write_text("half a file")
-    data.download(url, dest, sha)
+    download(url, dest, sha)
     assert dest.read_bytes() == src.read_bytes()
 
 
@@ -419,7 +438,7 @@ def test_download_with_a_wrong_checksum_leaves_nothing_behind(tmp_path, remote):
     _, url, _ = remote
     dest = tmp_path / "cache" / "input.txt"
     with pytest.raises(UserError) as e:
-        data.download(url, dest, "0" * 64)
+        download(url, dest, "0" * 64)
     msg = str(e.value)
     assert "0" * 64 in msg and "sha256" in msg and "not saved" in msg
     assert not dest.exists()
@@ -435,7 +454,7 @@ def test_download_interrupted_while_writing_leaves_nothing_behind(tmp_path, remo
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        data.download(url, dest, sha)
+        download(url, dest, sha)
     assert _leftovers(dest.parent) == []
 
 
@@ -444,14 +463,14 @@ def test_download_into_an_unwritable_place_is_a_user_error(tmp_path, remote):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache folder should be")
     with pytest.raises(UserError, match="GPT_STAGES_CACHE"):
-        data.download(url, blocker / "input.txt", sha)
+        download(url, blocker / "input.txt", sha)
 
 
 @pytest.mark.parametrize("url", ["file:///nonexistent/gpt-stages/input.txt", "http://127.0.0.1:9/"])
 def test_unreachable_url_is_a_user_error_that_suggests_data(tmp_path, url):
     dest = tmp_path / "cache" / "input.txt"
     with pytest.raises(UserError) as e:
-        data.download(url, dest, "0" * 64)
+        download(url, dest, "0" * 64)
     assert "--data" in str(e.value)
     assert url in str(e.value)
     assert _leftovers(dest.parent) == []
@@ -459,10 +478,10 @@ def test_unreachable_url_is_a_user_error_that_suggests_data(tmp_path, url):
 
 def test_cache_dir_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "c"))
-    assert data.cache_dir() == tmp_path / "c"
+    assert cache_dir() == tmp_path / "c"
     monkeypatch.delenv("GPT_STAGES_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert data.cache_dir() == tmp_path / "home" / ".cache" / "gpt-stages"
+    assert cache_dir() == tmp_path / "home" / ".cache" / "gpt-stages"
 
 
 def test_shakespeare_is_downloaded_into_the_cache(tmp_path, remote, monkeypatch):
@@ -481,3 +500,149 @@ def test_resolve_builtin_names_and_paths():
     assert data.resolve("en") == data.CORPUS_DIR / "en.txt"
     assert data.resolve("zh") == data.CORPUS_DIR / "zh.txt"
     assert str(data.resolve("some/file.txt")) == "some/file.txt"
+
+
+def test_data_resolves_downloads_through_the_download_module():
+    import stage1_data.download
+
+    assert data.download is stage1_data.download.download
+    assert data.cache_dir is stage1_data.download.cache_dir
+
+
+# --- the Tang poems ---------------------------------------------------------------
+
+
+CHUNXIAO = {"author": "孟浩然", "title": "春曉",
+            "paragraphs": ["春眠不覺曉，處處聞啼鳥。", "夜來風雨聲，花落知多少。"]}
+DENGGAO = {"author": "杜甫", "title": "登高 ·",  # a mark in the title is dropped
+           "paragraphs": ["風急天高猿嘯哀，渚清沙白鳥飛迴。", "無邊落木蕭蕭下，不盡長江滾滾來。",
+                          "萬里悲秋常作客，百年多病獨登臺。", "艱難苦恨繁霜鬢，潦倒新停濁酒杯。"]}
+NOT_REGULATED = [
+    {"title": "雜言", "paragraphs": ["白日依山盡，黃河入海流。", "欲窮千里目，更上一層高樓。"]},
+    {"title": "有注", "paragraphs": ["床前明月光，疑是地上霜。", "舉頭望明月，低頭思故鄉。（一作山月）"]},
+    {"title": "缺字", "paragraphs": ["床前明月光，疑是地上□。", "舉頭望明月，低頭思故鄉。"]},
+    {"title": "六句", "paragraphs": ["一二三四五，六七八九十。", "一二三四五，六七八九十。",
+                                   "一二三四五，六七八九十。"]},
+]
+# What --data tang makes of the fake files: title, then a couplet per line, in simplified
+# script; a blank line between poems.
+EXPECTED_TANG = ("春晓\n春眠不觉晓，处处闻啼鸟。\n夜来风雨声，花落知多少。\n\n"
+                 "登高\n风急天高猿啸哀，渚清沙白鸟飞回。\n无边落木萧萧下，不尽长江滚滚来。\n"
+                 "万里悲秋常作客，百年多病独登台。\n艰难苦恨繁霜鬓，潦倒新停浊酒杯。\n")
+
+
+@pytest.fixture
+def tang_folder(tmp_path, monkeypatch):
+    """Two fake files of the Tang poems; tang.py expects them and their checksums. The
+    download cache is in tmp_path."""
+    monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "quan_tang_shi"
+    folder.mkdir()
+    files = {"poet.tang.0.json": [CHUNXIAO, *NOT_REGULATED[:2]],
+             "poet.tang.1000.json": [*NOT_REGULATED[2:], DENGGAO]}
+    sums = {}
+    for name, poems in files.items():
+        raw = json.dumps(poems, ensure_ascii=False, indent=2).encode("utf-8")
+        (folder / name).write_bytes(raw)
+        sums[name] = hashlib.sha256(raw).hexdigest()
+    monkeypatch.setattr(tang, "FILES", list(files))
+    monkeypatch.setattr(tang, "expected_sha256", lambda: dict(sums))
+    return folder
+
+
+@pytest.mark.parametrize("paragraphs, expected", [
+    (CHUNXIAO["paragraphs"], ["春眠不覺曉，處處聞啼鳥。", "夜來風雨聲，花落知多少。"]),
+    (["春眠不覺曉，", "處處聞啼鳥。夜來風雨聲，", "花落知多少。"],  # split anywhere
+     ["春眠不覺曉，處處聞啼鳥。", "夜來風雨聲，花落知多少。"]),
+    (DENGGAO["paragraphs"], DENGGAO["paragraphs"]),
+    (["一二三四五六七，一二三四五六七？", "一二三四五六七！一二三四五六七；"],  # other marks
+     ["一二三四五六七，一二三四五六七？", "一二三四五六七！一二三四五六七；"]),
+])
+def test_regulated_verse_is_kept_as_title_and_couplets(paragraphs, expected):
+    assert tang.regulated("春曉", paragraphs) == "\n".join(["春曉", *expected])
+
+
+@pytest.mark.parametrize("paragraphs", [
+    *[p["paragraphs"] for p in NOT_REGULATED],
+    ["一二三四五，六七八九十。"],  # two lines
+    ["一二三四五，六七八九十。"] * 5,  # ten lines
+    ["一二三四五六，七八九十一二。"] * 2,  # six characters
+    ["一二三四，五六七八。"] * 2,  # four characters
+    ["一二三四五，六七八九十。", "一二三四五，六七八九十"],  # text after the last mark
+    ["一二三四五，六七八九十。", "一二三四五，六七八九ab。"],  # not a Chinese character
+    ["一二三四五，六七八九十。", "一二三四五，六七八九十。", "一二三四五六七，八九十一二三四。",
+     "一二三四五六七，八九十一二三四。"],  # lines of 5 then 7
+    [],
+])
+def test_other_poems_are_not_regulated_verse(paragraphs):
+    assert tang.regulated("题", paragraphs) is None
+
+
+def test_a_title_keeps_only_its_chinese_characters():
+    assert tang.regulated(" 登高 · 1", DENGGAO["paragraphs"]).splitlines()[0] == "登高"
+    assert tang.regulated("", CHUNXIAO["paragraphs"]).splitlines()[0] == "无题"
+    assert tang.regulated("()", CHUNXIAO["paragraphs"]).splitlines()[0] == "无题"
+
+
+def test_extract_keeps_the_regulated_verse_in_simplified_script(tang_folder):
+    assert tang.extract(tang_folder) == EXPECTED_TANG
+
+
+def test_a_file_with_the_wrong_checksum_is_a_one_line_user_error(tang_folder):
+    bad = tang_folder / "poet.tang.1000.json"
+    bad.write_bytes(bad.read_bytes() + b"\n")
+    with pytest.raises(UserError) as e:
+        tang.extract(tang_folder)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert str(bad) in msg and "sha256" in msg and tang.COMMIT in msg
+    assert "poet.tang.0.json" not in msg  # the good file is not blamed
+
+
+def test_a_missing_file_is_named(tang_folder):
+    (tang_folder / "poet.tang.1000.json").unlink()
+    with pytest.raises(UserError, match=r"has no poet\.tang\.1000\.json: --data FOLDER needs "
+                                        r"all 58 files"):
+        tang.extract(tang_folder)
+
+
+def test_data_folder_loads_the_poems_and_caches_the_text(tang_folder, tmp_path, monkeypatch):
+    text = load_text(str(tang_folder))
+    assert text == EXPECTED_TANG
+    cached = tmp_path / "cache" / f"tang-{tang.COMMIT[:12]}.txt"
+    assert data.resolve(str(tang_folder)) == cached
+    assert cached.read_text(encoding="utf-8") == EXPECTED_TANG
+    # --data tang now finds the cached text and goes to no network.
+
+    def no_network(*a, **k):
+        raise AssertionError("--data tang went to the network although the text was cached")
+
+    monkeypatch.setattr(urllib.request, "urlopen", no_network)
+    assert load_text("tang") == EXPECTED_TANG
+    c = Corpus.load(str(tang_folder))
+    assert c.tokenizer.decode(torch.cat([c.train, c.val]).tolist()) == EXPECTED_TANG
+
+
+def test_offline_data_tang_says_how_to_pass_a_local_copy(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPT_STAGES_CACHE", str(tmp_path / "cache"))
+
+    def offline(*a, **k):
+        raise urllib.error.URLError("no network in tests")
+
+    monkeypatch.setattr(urllib.request, "urlopen", offline)
+    with pytest.raises(UserError) as e:
+        load_text("tang")
+    msg = str(e.value)
+    assert "Are you offline?" in msg and "poet.tang.0.json" in msg
+    assert "put the 58 files" in msg and "--data FOLDER" in msg
+    assert tang.COMMIT[:12] in msg and "全唐诗" in msg
+    assert "\n" not in msg
+    assert not list((tmp_path / "cache").rglob("*.json*"))  # no file, no half file
+
+
+def test_the_shipped_checksums_list_every_file():
+    want = tang.expected_sha256()
+    assert sorted(want) == sorted(tang.FILES) and len(tang.FILES) == 58
+    assert tang.FILES[0] == "poet.tang.0.json" and tang.FILES[-1] == "poet.tang.57000.json"
+    assert all(len(d) == 64 and int(d, 16) >= 0 for d in want.values())
+    assert len(set(want.values())) == 58

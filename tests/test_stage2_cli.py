@@ -10,6 +10,7 @@ test just like a traceback would.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import json
 import math
@@ -20,6 +21,7 @@ import pytest
 import torch
 from conftest import TINY_TEXT, TINY_TEXT_ZH, assert_user_error
 
+import stage2_bigram
 from stage2_bigram import sample, train
 from stage2_bigram.checkpoint import load_model
 from stage2_bigram.tokenizer import CharTokenizer
@@ -123,6 +125,29 @@ def test_train_out_dir_that_is_a_file_exit_2(capsys, tiny_corpus, tmp_path):
     assert_user_error(err, str(blocker))
 
 
+# --- in-process: python -m stage2_bigram --------------------------------------------
+
+
+def test_the_stage_prints_what_it_teaches_and_its_commands(capsys):
+    stage_main = importlib.import_module("stage2_bigram.__main__").main
+    assert stage_main([]) is None
+    out = capsys.readouterr().out
+    about, commands = out.split("\n\nCommands (each has --help):\n")
+    assert about == stage2_bigram.__doc__.strip()
+    assert commands.splitlines() == [
+        "  python -m stage2_bigram.sample  Generate text from a trained checkpoint",
+        "  python -m stage2_bigram.train   Train this stage's model and save it",
+    ]
+    code, out, _ = _exit_code(capsys, stage_main, "--help")
+    assert code == 0 and "Stage 2: the bigram model, the first language model." in out
+
+
+@pytest.mark.parametrize("module", ["stage2_bigram.sample", "stage2_bigram.train"])
+def test_every_listed_command_has_help(capsys, module):
+    code, out, _ = _exit_code(capsys, importlib.import_module(module).main, "--help")
+    assert code == 0 and out.startswith(f"usage: python -m {module}")
+
+
 # --- in-process: sampling ---------------------------------------------------------
 
 
@@ -167,6 +192,10 @@ def test_train_end_to_end(trained_zh):
     assert history[-1]["train"] == pytest.approx(metrics["train_loss"])
     assert "step    30: train loss" in stdout
     assert f"sample after training:\n{metrics['sample']}\n" in stdout
+    V = tok.vocab_size
+    assert metrics["params"] == V * V
+    assert stdout.startswith(f"stage2_bigram: {V * V:,} parameters, vocab {V}, ")
+    assert "token_embedding_table" not in stdout  # one part: no breakdown to print
 
 
 def test_sample_with_a_prompt_is_greedy_at_temperature_zero(capsys, ckpt_zh):

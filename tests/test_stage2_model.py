@@ -10,6 +10,7 @@ from conftest import TINY_TEXT
 
 from stage2_bigram.data import get_batch
 from stage2_bigram.errors import UserError
+from stage2_bigram.harness import param_breakdown
 from stage2_bigram.model import LanguageModel, ModelConfig, sample_next
 from stage2_bigram.tokenizer import CharTokenizer
 
@@ -165,3 +166,11 @@ def test_the_bigram_blind_spot():
     la, lb, lc = (model(t)[0][:, -1] for t in (a, b, c))
     assert torch.equal(la, lb)
     assert not torch.equal(la, lc)
+
+
+@pytest.mark.parametrize("vocab_size", [1, 13, 65])
+def test_param_breakdown_is_the_one_table(vocab_size):
+    """The harness's count by part: one (V, V) table, nothing else."""
+    parts = param_breakdown(make_model(vocab_size))
+    assert parts == {"token_embedding_table": vocab_size * vocab_size,
+                     "total": vocab_size * vocab_size}

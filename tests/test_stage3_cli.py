@@ -18,7 +18,9 @@ import pytest
 import torch
 from conftest import TINY_TEXT, assert_user_error
 
+import stage3_attention
 from stage3_attention.checkpoint import load_model, save_checkpoint
+from stage3_attention.harness import param_breakdown
 from stage3_attention.model import LanguageModel, ModelConfig
 from stage3_attention.tokenizer import CharTokenizer
 
@@ -77,6 +79,12 @@ def test_train_writes_checkpoint_figures_and_metrics(background):
     assert metrics["params"] == V * C + T * C + 3 * C * C + C * V + V
     assert metrics["params"] == sum(p.numel() for p in model.parameters())
     assert f"{metrics['params']:,} parameters" in run.stdout
+    # The count by part, one line each, as the harness computes it.
+    parts = param_breakdown(model)
+    assert parts == {"token_embedding_table": V * C, "position_embedding_table": T * C,
+                     "sa_head": 3 * C * C, "lm_head": C * V + V, "total": metrics["params"]}
+    for name, n in parts.items():
+        assert f"  {name:<20}{n:>12,}" in run.stdout.splitlines(), name
     assert ckpt["stage"] == "stage3_attention" and ckpt["step"] == 30
     assert ckpt["config"] == {"vocab_size": V, "block_size": 8, "n_embd": 16, "pos": "learned"}
     # 30 steps on very repetitive text: below the uniform guess, and logged at 0/10/20/30.
@@ -108,12 +116,32 @@ def test_sample_cli_prints_prompt_and_seeded_continuation(background):
 
 
 @pytest.mark.slow
-def test_visualize_cli_writes_a_png_and_prints_its_path(background):
+def test_visualize_cli_writes_the_pngs_and_prints_their_paths(background):
     run = background["stage3.visualize"]
     assert run.returncode == 0, run.stderr
-    assert PATHS["png"].read_bytes()[:8] == PNG_MAGIC
-    assert run.stdout.strip().splitlines()[-1].strip() == str(PATHS["png"])
+    folder = PATHS["png"].parent
+    layer = folder / "attention_layer0.png"
+    for png in (PATHS["png"], layer):
+        assert png.read_bytes()[:8] == PNG_MAGIC
+    # No log.jsonl beside the saved checkpoint: no loss curve.
+    assert sorted(p.name for p in folder.iterdir()) == ["attention_grid.png",
+                                                        "attention_layer0.png"]
+    listed = run.stdout.split(f"figures in {folder}:\n")[1].split()
+    assert listed == [str(PATHS["png"]), str(layer)]
     assert f"checkpoint: {PATHS['ckpt']}" in run.stdout and "'the cat'" in run.stdout
+
+
+@pytest.mark.slow
+def test_visualize_of_a_trained_run_draws_its_loss_curve_too(background, capsys):
+    assert background["stage3.train"].returncode == 0
+    out = PATHS["out"]
+    visualize_cli.main(["--ckpt", str(out / "ckpt.pt"), "--device", "cpu"])
+    printed = capsys.readouterr().out
+    names = ["attention_grid.png", "attention_layer0.png", "loss.png"]
+    assert printed.split(f"figures in {out / 'figures'}:\n")[1].split() == [
+        str(out / "figures" / name) for name in names]
+    for name in names:
+        assert (out / "figures" / name).read_bytes()[:8] == PNG_MAGIC
 
 
 # --- in-process runs: quick, and the same code paths ----------------------------------------
@@ -206,12 +234,76 @@ def test_train_on_missing_cuda_exits_2(capsys, corpus_file, tmp_path):
 
 def test_visualize_default_prompt_comes_from_the_training_text(capsys, tiny_ckpt):
     visualize_cli.main(["--ckpt", str(tiny_ckpt), "--device", "cpu"])
-    png = tiny_ckpt.parent / "figures" / "attention_grid.png"  # figures/ beside the checkpoint
+    figures = tiny_ckpt.parent / "figures"  # figures/ beside the checkpoint
     printed = capsys.readouterr().out
-    assert printed.strip().splitlines()[-1].strip() == str(png)
+    pngs = [figures / "attention_grid.png", figures / "attention_layer0.png"]
+    assert [line.strip() for line in printed.strip().splitlines()[-2:]] == list(map(str, pngs))
     prompt = printed.split("prompt:", 1)[1].splitlines()[0].strip().strip("'")
     assert prompt and prompt in TINY_TEXT and "\n" not in prompt
-    assert png.read_bytes()[:8] == PNG_MAGIC
+    assert len(prompt) == 8  # min(block_size, 24) characters
+    for png in pngs:
+        assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_visualize_hands_model_prompt_folder_and_log_to_the_drawing(tiny_ckpt, capsys):
+    seen = []
+
+    def draw(model, tok, prompt, out_dir, log):
+        seen.append((model.config.block_size, tok.chars, prompt, out_dir, log))
+        return [out_dir / "a.png", out_dir / "b.png"]
+
+    args = visualize_cli.build_parser().parse_args(["--ckpt", str(tiny_ckpt), "--prompt", "the",
+                                                    "--device", "cpu"])
+    paths = visualize_cli.visualize(args, draw)
+    folder = tiny_ckpt.parent / "figures"
+    assert seen == [(8, sorted(set(TINY_TEXT)), "the", folder, None)]
+    assert paths == [folder / "a.png", folder / "b.png"]
+    assert capsys.readouterr().out.endswith(f"figures in {folder}:\n  {folder / 'a.png'}\n"
+                                            f"  {folder / 'b.png'}\n")
+    log = tiny_ckpt.parent / "log.jsonl"
+    log.write_text('{"step": 0, "train": 3.0, "val": 3.1}\n', encoding="utf-8")
+    visualize_cli.visualize(args, draw)
+    assert seen[-1][-1] == log  # a log beside the checkpoint: the loss curve can be drawn
+
+
+def test_visualize_without_the_training_text_asks_for_a_prompt(capsys, tiny_ckpt, corpus_file):
+    corpus_file.unlink()
+    _error(capsys, visualize_cli.main, "--ckpt", tiny_ckpt, "--device", "cpu",
+           fragments=["cannot read the training text", "tiny.txt", "--prompt"])
+    assert not (tiny_ckpt.parent / "figures").exists()
+
+
+def test_a_tool_built_on_the_visualize_parser_names_itself():
+    p = visualize_cli.build_parser("lens", "Read the layers: python -m <stage>.lens\n\nMore.")
+    assert p.prog == "python -m stage3_attention.lens"
+    assert p.description == "Read the layers."
+    assert visualize_cli.build_parser().prog == "python -m stage3_attention.visualize"
+
+
+# --- python -m stage3_attention ------------------------------------------------------------
+
+
+def test_the_stage_prints_what_it_teaches_and_its_commands(capsys):
+    importlib.import_module("stage3_attention.__main__").main([])
+    about, commands = capsys.readouterr().out.split("\n\nCommands (each has --help):\n")
+    assert about == stage3_attention.__doc__.strip()
+    assert about.startswith("Stage 3: one head of causal self-attention.")
+    assert commands.splitlines() == [
+        "  python -m stage3_attention.buildup    From averaging the past to self-attention, "
+        "in four steps",
+        "  python -m stage3_attention.sample     Generate text from a trained checkpoint",
+        "  python -m stage3_attention.train      Train this stage's model and save it",
+        "  python -m stage3_attention.visualize  Look inside a trained model with figures",
+    ]
+
+
+@pytest.mark.parametrize("command", ["buildup", "sample", "train", "visualize"])
+def test_every_listed_command_has_help(capsys, command):
+    module = f"stage3_attention.{command}"
+    with pytest.raises(SystemExit) as e:
+        importlib.import_module(module).main(["--help"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m {module}")
 
 
 @pytest.mark.parametrize(

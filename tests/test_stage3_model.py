@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import math
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
 from torch.nn import functional as F
 
+from stage3_attention import visualize
 from stage3_attention.errors import UserError
+from stage3_attention.harness import param_breakdown
 from stage3_attention.model import (
     POSITIONS,
     Head,
@@ -27,8 +30,10 @@ from stage3_attention.model import (
     ModelConfig,
     sinusoidal_positions,
 )
+from stage3_attention.plots import LABELS
+from stage3_attention.prompts import default_prompt
 from stage3_attention.tokenizer import CharTokenizer
-from stage3_attention.visualize import attention_figure, default_prompt
+from stage3_attention.visualize import attention_figure, attention_layer_figures, attention_maps
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -239,6 +244,13 @@ def test_parameter_count_matches_the_formula(pos, V, T, C):
     if pos == "learned":
         expected += T * C
     assert sum(p.numel() for p in model.parameters()) == expected
+    # The harness's count by part (printed at the start of training), in the model's order.
+    parts = {"token_embedding_table": V * C,
+             **({"position_embedding_table": T * C} if pos == "learned" else {}),
+             "sa_head": 3 * C * C,  # key, query, value: (C, C) each, no bias
+             "lm_head": C * V + V}
+    assert param_breakdown(model) == {**parts, "total": expected}
+    assert list(param_breakdown(model)) == [*parts, "total"]
 
 
 # --- what one head buys over the bigram ---------------------------------------------------
@@ -394,6 +406,49 @@ def test_attention_figure_writes_a_png(tiny_model_and_tokenizer, tmp_path):
     assert path == tmp_path / "sub" / "att.png"
     assert path.read_bytes()[:8] == PNG_MAGIC
     assert model.sa_head.last_attention.shape == (1, 7, 7)  # it ran the prompt once
+
+
+def test_attention_maps_are_the_heads_weights_for_the_prompt(tiny_model_and_tokenizer):
+    model, tok = tiny_model_and_tokenizer
+    maps = attention_maps(model, tok, "the cat")
+    assert maps.shape == (1, 1, 7, 7)  # (n_layer, n_head, T, T)
+    idx = torch.tensor([tok.encode("the cat")])
+    assert torch.equal(maps, model.attention_maps(idx)[0])
+    assert not model.training  # figures show the model as it samples
+
+
+def test_attention_figures_pass_their_labels_to_the_plot(tiny_model_and_tokenizer, tmp_path,
+                                                         monkeypatch):
+    model, tok = tiny_model_and_tokenizer
+    calls = []
+
+    def spy(maps, path, title, names, chars=None, labels=None):
+        calls.append(SimpleNamespace(maps=maps, path=path, title=title, names=names,
+                                     chars=chars, labels=labels))
+        return path
+
+    monkeypatch.setattr(visualize, "plot_attention", spy)
+    zh = {**LABELS, "grid": "{stage}：{prompt!r} 的注意力", "head": "头 {j}",
+          "layer": "第 {i} 层（共 0..{last} 层）：{prompt!r}"}
+    grid = attention_figure(model, tok, "你好，世界", tmp_path / "grid.png", labels=zh)
+    layers = attention_layer_figures(model, tok, "你好，世界", tmp_path / "figs", labels=zh)
+    assert grid == tmp_path / "grid.png"
+    assert layers == [tmp_path / "figs" / "attention_layer0.png"]  # one layer, one file
+    first, second = calls
+    assert first.title == "stage3_attention：'你好，世界' 的注意力"
+    assert first.names == [[""]] and first.chars == list("你好，世界")  # one panel: characters
+    assert second.title == "第 0 层（共 0..0 层）：'你好，世界'"
+    assert second.names == [["头 0"]] and second.chars == list("你好，世界")
+    assert first.labels is zh and second.labels is zh
+    assert torch.equal(first.maps, second.maps) and first.maps.shape == (1, 1, 5, 5)
+
+
+def test_attention_layer_figures_write_one_png_per_layer(tiny_model_and_tokenizer, tmp_path):
+    model, tok = tiny_model_and_tokenizer
+    paths = attention_layer_figures(model, tok, "the cat", tmp_path / "figs")
+    assert paths == [tmp_path / "figs" / "attention_layer0.png"]
+    assert paths[0].read_bytes()[:8] == PNG_MAGIC
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["attention_layer0.png"]
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from conftest import TINY_TEXT, assert_user_error, finish, module_env, start_mod
 from stage5_gpt import sample as S
 from stage5_gpt import train as T
 from stage5_gpt.checkpoint import load_checkpoint, load_model
+from stage5_gpt.harness import param_breakdown
 from stage5_gpt.model import GPT, GPTConfig
 
 PROMPT = "the "
@@ -60,10 +61,17 @@ def test_train_cli_prints_breakdown_and_writes_every_file(cli):
     run, out = cli["train"], cli["out"]
     assert "Traceback" not in run.stderr
     vocab = sorted(set(TINY_TEXT))
-    parts = GPT(GPTConfig(vocab_size=len(vocab), **MODEL)).param_breakdown()
+    parts = param_breakdown(GPT(GPTConfig(vocab_size=len(vocab), **MODEL)))
+    assert list(parts) == ["transformer.wte", "transformer.wpe", "transformer.h",
+                           "transformer.ln_f", "lm_head", "total"]
     assert f"stage5_gpt: {parts['total']:,} parameters, vocab {len(vocab)}" in run.stdout
     for name, n in parts.items():
-        assert re.search(rf"^\s+{name}\s+{n:,}$", run.stdout, re.M), (name, run.stdout)
+        assert re.search(rf"^  {re.escape(name)}\s+{n:,}$", run.stdout, re.M), (name, run.stdout)
+    model, _, _ = load_model(out / "ckpt.pt")
+    assert param_breakdown(model) == parts
+    assert "threads: 1" in run.stdout  # one thread in the environment: nothing to time
+    assert re.search(r"^precision: (bfloat16|float32) forward pass \(--dtype auto\)$",
+                     run.stdout, re.M), run.stdout
 
     for name in ("ckpt.pt", "best.pt"):
         ckpt = torch.load(out / name, weights_only=True)
@@ -158,9 +166,13 @@ def test_sample_nan_temperature_is_a_clean_error(cli, capsys):
     assert e.value.code == 2
 
 
+TRAIN_DEFAULTS = T.build_parser().parse_args([])
+
+
 @pytest.mark.parametrize("module,expected", [
-    (T, ["optimizer steps in total (default: 2000)", "peak learning rate (default: 0.002)",
-         "--resume", "--tie-weights", "(default: gelu)"]),
+    (T, [f"optimizer steps in total (default: {TRAIN_DEFAULTS.max_iters})",
+         f"peak learning rate (default: {TRAIN_DEFAULTS.lr})",
+         "--resume", "--tie-weights", "(default: gelu)", "--min-lr", "--dtype", "--preset"]),
     (S, ["characters to generate (default: 300)", "(default: 1.0)", "--top-k",
          "(default: None)"]),
 ])
@@ -172,3 +184,4 @@ def test_help_shows_defaults(capsys, module, expected):
     assert text.startswith(f"usage: python -m stage5_gpt.{module.__name__.split('.')[-1]}")
     for fragment in expected:
         assert fragment in text, fragment
+    assert "--compile" not in text  # gone from stage 5

@@ -3,16 +3,20 @@ paths, the traced intermediates, initialisation, and generation."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 import torch
 from torch.nn import functional as F
 
+from stage5_gpt import fast
 from stage5_gpt.errors import UserError
-from stage5_gpt.model import GPT, Dropout, GPTConfig, sample_next
+from stage5_gpt.fast import FastDropout, bit_dropout, use_fast_dropout
+from stage5_gpt.harness import param_breakdown
+from stage5_gpt.model import GPT, GPTConfig, sample_next
 
-PARTS = ("token embedding", "position embedding", "blocks", "final norm", "lm_head")
+ROUTES = ("fused", "batched")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -46,18 +50,18 @@ def unique_numel(model: torch.nn.Module) -> int:
 def test_param_breakdown_worked_example():
     """The numbers quoted in the docs for V=73, T=32, C=64, 4 heads, 4 layers."""
     model = GPT(GPTConfig(vocab_size=73, block_size=32, n_embd=64, n_head=4, n_layer=4))
-    parts = model.param_breakdown()
+    parts = param_breakdown(model)
     assert parts == {
-        "token embedding": 4_672,  # 73 * 64
-        "position embedding": 2_048,  # 32 * 64
-        "blocks": 4 * 49_792,
-        "final norm": 128,  # gain + bias
+        "transformer.wte": 4_672,  # 73 * 64
+        "transformer.wpe": 2_048,  # 32 * 64
+        "transformer.h": 4 * 49_792,
+        "transformer.ln_f": 128,  # gain + bias
         "lm_head": 4_745,  # 64 * 73 + 73
         "total": 210_761,
     }
     assert sum(p.numel() for p in model.parameters()) == 210_761
     # One block, counted from the module itself: 2 LayerNorms, q/k/v without bias,
-    # the attention projection, and the 4x feed-forward.
+    # the attention projection, and the 4x MLP.
     for block in model.transformer.h:
         assert sum(p.numel() for p in block.parameters()) == 49_792
     assert model.transformer.h[0].attn.c_attn.bias is None
@@ -69,12 +73,12 @@ def test_param_breakdown_tied_counts_head_bias_only():
     tied = GPT(GPTConfig(vocab_size=73, block_size=32, n_embd=64, n_head=4, n_layer=4,
                          tie_weights=True))
     assert tied.lm_head.weight is tied.transformer.wte.weight
-    parts = tied.param_breakdown()
+    parts = param_breakdown(tied)
     assert parts["lm_head"] == 73  # only the bias
-    assert parts["token embedding"] == 4_672
+    assert parts["transformer.wte"] == 4_672
     assert parts["total"] == 210_761 - 4_672 == unique_numel(tied)
     assert sum(v for k, v in parts.items() if k != "total") == parts["total"]
-    assert unique_numel(untied) == untied.param_breakdown()["total"]
+    assert unique_numel(untied) == param_breakdown(untied)["total"]
 
 
 def expected_parts(V: int, T: int, C: int, L: int, bias: bool, tie: bool) -> dict[str, int]:
@@ -83,12 +87,14 @@ def expected_parts(V: int, T: int, C: int, L: int, bias: bool, tie: bool) -> dic
     attn = 3 * C * C + C * C + b * C  # q, k, v (never biased) + output projection
     mlp = C * 4 * C + b * 4 * C + 4 * C * C + b * C
     parts = {
-        "token embedding": V * C,
-        "position embedding": T * C,
-        "blocks": L * (2 * ln + attn + mlp),
-        "final norm": ln,
+        "transformer.wte": V * C,
+        "transformer.wpe": T * C,
+        "transformer.h": L * (2 * ln + attn + mlp),
+        "transformer.ln_f": ln,
         "lm_head": (0 if tie else V * C) + b * V,
     }
+    if parts["lm_head"] == 0:  # tied and without bias: lm_head has no parameter of its own
+        del parts["lm_head"]
     parts["total"] = sum(parts.values())
     return parts
 
@@ -105,8 +111,8 @@ def expected_parts(V: int, T: int, C: int, L: int, bias: bool, tie: bool) -> dic
 def test_param_breakdown_formula(V, T, C, H, L, bias, tie):
     model = GPT(GPTConfig(vocab_size=V, block_size=T, n_embd=C, n_head=H, n_layer=L,
                           bias=bias, tie_weights=tie))
-    assert model.param_breakdown() == expected_parts(V, T, C, L, bias, tie)
-    assert model.param_breakdown()["total"] == unique_numel(model)
+    assert param_breakdown(model) == expected_parts(V, T, C, L, bias, tie)
+    assert param_breakdown(model)["total"] == unique_numel(model)
     if not bias:
         assert all(not n.endswith(".bias") for n, _ in model.named_parameters())
 
@@ -136,60 +142,194 @@ def test_causal_prefix_logits_do_not_see_the_future(path):
         assert not torch.allclose(changed[:, t + 1 :], base[:, t + 1 :], atol=1e-4)
 
 
-# --------------------------------------------------------------------------- fast == explicit
+# --------------------------------------------------------------------------- fast == traced
+#
+# Without a trace, CausalSelfAttention calls fast.attention, which takes the "fused" route
+# (F.scaled_dot_product_attention) or the "batched" one (baddbmm, softmax, bmm); None picks
+# "batched" on a CPU. Each must compute model.py's traced math. ``route`` forces one.
+
+REAL_ATTENTION = fast.attention
 
 
-def test_sdpa_path_equals_explicit_path_in_eval_mode():
+def use_route(mp: pytest.MonkeyPatch, route: str) -> None:
+    mp.setattr(fast, "attention", functools.partial(REAL_ATTENTION, route=route))
+
+
+def grads(model: torch.nn.Module) -> list[torch.Tensor]:
+    out = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    return out
+
+
+def qkv(B: int = 2, nh: int = 4, T: int = 9, hs: int = 8, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(B, nh, T, hs, generator=g) for _ in range(3)]
+
+
+def test_route_none_is_batched_on_a_cpu_and_each_route_takes_its_kernel(monkeypatch):
+    calls = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(fast.F, "scaled_dot_product_attention", spy)
+    q, k, v = qkv()
+    default = REAL_ATTENTION(q, k, v)
+    assert calls == []
+    assert torch.equal(default, REAL_ATTENTION(q, k, v, route="batched")) and calls == []
+    fused = REAL_ATTENTION(q, k, v, route="fused")
+    assert len(calls) == 1 and calls[0]["is_causal"] is True
+    torch.testing.assert_close(fused, default, atol=1e-6, rtol=0)
+    # A KV cache (fewer queries than keys) always takes the fused kernel, with a mask.
+    REAL_ATTENTION(q[:, :, -2:], k, v, route="batched")
+    assert len(calls) == 2 and calls[1]["attn_mask"].shape == (2, 9)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_sdpa_path_equals_explicit_path_in_eval_mode(route, monkeypatch):
+    use_route(monkeypatch, route)
     model = make(seed=2, dropout=0.3).eval()  # eval: dropout is off whatever its rate
     idx = torch.randint(11, (3, 16), generator=torch.Generator().manual_seed(2))
     targets = torch.roll(idx, -1, dims=1)
     with torch.no_grad():
-        fast, fast_loss = model(idx, targets)
+        fast_logits, fast_loss = model(idx, targets)
         explicit, explicit_loss = model(idx, targets, trace=[])
-    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast_logits, explicit, atol=1e-5, rtol=0)
     torch.testing.assert_close(fast_loss, explicit_loss, atol=1e-5, rtol=0)
 
 
-def test_sdpa_path_equals_explicit_path_in_train_mode_without_dropout():
+@pytest.mark.parametrize("route", ROUTES)
+def test_sdpa_path_equals_explicit_path_in_train_mode_without_dropout(route, monkeypatch):
+    use_route(monkeypatch, route)
     model = make(seed=3, dropout=0.0).train()
     idx = torch.randint(11, (2, 9), generator=torch.Generator().manual_seed(3))
-    fast, fast_loss = model(idx, idx)
+    fast_logits, fast_loss = model(idx, idx)
     explicit, explicit_loss = model(idx, idx, trace=[])
-    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=0)
+    torch.testing.assert_close(fast_logits, explicit, atol=1e-5, rtol=0)
     # The gradients agree too: training through either path is the same training.
     fast_loss.backward()
-    g_fast = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
+    g_fast = grads(model)
     explicit_loss.backward()
-    for a, p in zip(g_fast, model.parameters(), strict=True):
-        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+    for a, b in zip(g_fast, grads(model), strict=True):
+        assert a.abs().sum() > 0
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
 
 
-def test_the_three_attention_kernels_agree():
-    """Fused SDPA (training, no dropout), batched math (CPU inference) and the traced
-    teaching path compute the same attention, forward and backward."""
+def test_the_three_attention_kernels_agree(monkeypatch):
+    """Fused SDPA (what a GPU runs), batched math (what a CPU runs) and the traced teaching
+    path compute the same attention, forward and backward."""
     model = make(seed=5, dropout=0.0)
     idx = torch.randint(11, (3, 13), generator=torch.Generator().manual_seed(5))
-    for block in model.transformer.h:
-        block.attn.fused = True  # what a GPU runs
-    fused, fused_loss = model(idx, idx)
-    fused_loss.backward()
-    g_fused = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    for block in model.transformer.h:
-        block.attn.fused = None  # the default: on a CPU, the batched products
-    batched, batched_loss = model(idx, idx)
-    batched_loss.backward()
-    traced, _ = model(idx, idx, trace=[])
-    torch.testing.assert_close(fused, batched, atol=1e-5, rtol=0)
-    torch.testing.assert_close(traced, batched, atol=1e-5, rtol=0)
-    for a, p in zip(g_fused, model.parameters(), strict=True):
-        torch.testing.assert_close(a, p.grad, atol=1e-5, rtol=1e-4)
+    results = {}
+    for route in ROUTES:
+        use_route(monkeypatch, route)
+        logits, loss = model(idx, idx)
+        loss.backward()
+        results[route] = logits, grads(model)
+    logits, loss = model(idx, idx, trace=[])
+    loss.backward()
+    results["traced"] = logits, grads(model)
+    for route in ROUTES:
+        torch.testing.assert_close(results[route][0], results["traced"][0], atol=1e-5, rtol=0)
+        for a, b in zip(results[route][1], results["traced"][1], strict=True):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("past", [1, 5, 11])
+def test_the_cached_path_equals_the_traced_math_forward_and_backward(past):
+    """One attention layer fed a prompt of ``past`` tokens, then the rest with the KV cache
+    (fewer queries than keys): the traced math over the whole sequence, and its gradients."""
+    model = make(seed=24)
+    attn = model.transformer.h[0].attn
+    x = torch.randn(2, 12, 32, generator=torch.Generator().manual_seed(24), requires_grad=True)
+    cache: dict = {}
+    first = attn(x[:, :past], cache=cache)
+    assert cache["k"].shape == (2, 4, past, 8)
+    rest = attn(x[:, past:], cache=cache)  # 12 - past queries, 12 keys
+    assert cache["k"].shape == (2, 4, 12, 8)
+    cached = torch.cat([first, rest], dim=1)
+    traced = attn(x, trace={})
+    torch.testing.assert_close(cached, traced, atol=1e-5, rtol=0)
+    r = torch.randn(2, 12, 32, generator=torch.Generator().manual_seed(0))
+    (gx_cached,) = torch.autograd.grad((cached * r).sum(), x)
+    (gx_traced,) = torch.autograd.grad((traced * r).sum(), x)
+    torch.testing.assert_close(gx_cached, gx_traced, atol=1e-5, rtol=1e-4)
+
+
+def dropped_weights(route: str, p: float, B: int = 64, T: int = 16):
+    """fast.attention with v = the identity: its output *is* the (dropped) weight matrix."""
+    q, k, _ = qkv(B=B, T=T, hs=T, seed=7)
+    eye = torch.eye(T).expand(B, 4, T, T)
+    weights = REAL_ATTENTION(q, k, eye, 0.0, route=route)
+    return weights, REAL_ATTENTION(q, k, eye, p, route=route)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_attention_routes_drop_p_of_the_weights_and_keep_the_expectation(route):
+    p = 0.3
+    torch.manual_seed(0)
+    weights, dropped = dropped_weights(route, p)
+    T = weights.shape[-1]
+    above = torch.ones(T, T, dtype=torch.bool).triu(1)
+    # Without dropout: model.py's softmax weights (masked above the diagonal, rows sum to 1).
+    assert torch.equal(weights[..., above], torch.zeros_like(weights[..., above]))
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+    allowed = dropped[..., ~above]
+    zeros = (allowed == 0).float().mean().item()
+    assert abs(zeros - p) < 0.015, zeros
+    assert torch.equal(dropped[..., above], torch.zeros_like(dropped[..., above]))
+    # Kept weights are scaled by 1 / (1 - p) (p rounded to 1/65536 by the CPU's bit dropout).
+    scale = 1 / (1 - p) if route == "fused" else 65536 / (65536 - round(p * 65536))
+    kept = dropped != 0
+    torch.testing.assert_close(dropped[kept], weights[kept] * scale, atol=1e-6, rtol=1e-5)
+    # ... so the expectation is the weights themselves.
+    assert dropped.sum().item() / weights.sum().item() == pytest.approx(1.0, abs=0.02)
+
+
+def test_the_batched_route_drops_with_bit_dropout():
+    """On a CPU the batched route's mask is fast.bit_dropout's: the same RNG draws, the same mask."""
+    weights, _ = dropped_weights("batched", 0.0)
+    torch.manual_seed(3)
+    _, dropped = dropped_weights("batched", 0.25)
+    torch.manual_seed(3)
+    assert torch.equal(dropped, bit_dropout(weights, 0.25))
+
+
+@pytest.mark.parametrize("route", [*ROUTES, "traced"])
+def test_dropout_statistics_are_those_of_the_traced_path(route, monkeypatch):
+    """With attention dropout on, every route is still the traced math in expectation: the
+    mean over many draws is the dropout-free output (every step after the dropout is linear),
+    and one draw scatters around it as much as one draw of the traced path does."""
+    model = make(seed=25, dropout=0.3)
+    attn = model.transformer.h[0].attn
+    attn.resid_dropout.p = 0.0  # only the attention weights are dropped
+    with torch.no_grad():
+        for w in attn.parameters():
+            w.normal_(0.0, 0.3)
+    x = torch.randn(4, 12, 32, generator=torch.Generator().manual_seed(25))
+    attn.eval()
+    with torch.no_grad():
+        reference = attn(x)
+        attn.train()
+        torch.manual_seed(1)
+        traced = torch.stack([attn(x, trace={}) for _ in range(200)])
+        if route != "traced":
+            use_route(monkeypatch, route)
+        torch.manual_seed(2)
+        draws = torch.stack([attn(x, trace={} if route == "traced" else None)
+                             for _ in range(200)])
+    error = (draws.mean(0) - reference).abs().mean() / reference.abs().mean()
+    assert error < 0.1, error.item()
+    spread, traced_spread = draws.std(0).mean(), traced.std(0).mean()
+    assert spread > 0.2 * reference.abs().mean()  # dropout did act
+    assert spread == pytest.approx(traced_spread.item(), rel=0.1)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5])
-def test_cpu_dropout_drops_p_of_the_elements_and_keeps_the_mean(p):
-    drop = Dropout(p).train()
+def test_fast_dropout_drops_p_of_the_elements_and_keeps_the_mean(p):
+    drop = FastDropout(p).train()
     torch.manual_seed(0)
     x = torch.ones(1_000_003)  # not a multiple of 4: the last 64-bit draw is cut
     y = drop(x)
@@ -202,11 +342,11 @@ def test_cpu_dropout_drops_p_of_the_elements_and_keeps_the_mean(p):
     assert torch.equal(drop(x), y), "seeded: the same mask"
     assert not torch.equal(drop(x), y), "the next call draws a new mask"
     assert torch.equal(drop.eval()(x), x)
-    assert torch.equal(Dropout(0.0).train()(x), x)
+    assert torch.equal(FastDropout(0.0).train()(x), x)
 
 
-def test_cpu_dropout_gradient_is_the_mask_times_the_scale():
-    drop = Dropout(0.3).train()
+def test_fast_dropout_gradient_is_the_mask_times_the_scale():
+    drop = FastDropout(0.3).train()
     x = torch.randn(4, 5, 7, requires_grad=True)
     y = drop(x)
     y.sum().backward()
@@ -215,8 +355,22 @@ def test_cpu_dropout_gradient_is_the_mask_times_the_scale():
     assert y.shape == x.shape
 
 
-def test_dropout_is_active_in_train_mode_and_off_in_eval():
+def test_use_fast_dropout_swaps_every_dropout_of_the_gpt():
+    model = make(seed=4, dropout=0.2)
+    names = [n for n, m in model.named_modules() if type(m) is torch.nn.Dropout]
+    # The embeddings' dropout, and per block: attention weights, attention output, MLP.
+    assert len(names) == 1 + 2 * 3
+    use_fast_dropout(model)
+    assert [n for n, m in model.named_modules() if type(m) is FastDropout] == names
+    assert all(m.p == 0.2 for m in model.modules() if isinstance(m, torch.nn.Dropout))
+    assert not any(type(m) is torch.nn.Dropout for m in model.modules())
+
+
+@pytest.mark.parametrize("fast_dropout", [False, True])
+def test_dropout_is_active_in_train_mode_and_off_in_eval(fast_dropout):
     model = make(seed=4, dropout=0.5)
+    if fast_dropout:
+        use_fast_dropout(model)
     idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(4))
     model.train()
     a, b = model(idx)[0], model(idx)[0]
@@ -388,7 +542,7 @@ def sharp(seed: int, **kw) -> GPT:
 def test_kv_cache_greedy_output_equals_the_no_cache_path(prompt_len):
     model = sharp(20, block_size=16)
     prompt = torch.randint(11, (3, prompt_len), generator=torch.Generator().manual_seed(1))
-    new = 16 - prompt_len  # stay within block_size
+    new = 16 - prompt_len + 1  # up to the first token predicted from a full block_size window
     cached = model.generate(prompt, new, temperature=0, use_cache=True)
     plain = model.generate(prompt, new, temperature=0, use_cache=False)
     assert torch.equal(cached, plain)
@@ -467,14 +621,30 @@ def test_forward_longer_than_block_size_is_a_user_error():
         model(torch.zeros(1, 9, dtype=torch.long))
 
 
-def test_generate_crops_a_long_prompt_to_block_size():
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generate_crops_a_long_prompt_to_block_size(use_cache):
     model = make(seed=12, block_size=8).eval()
     long = torch.randint(11, (1, 20), generator=torch.Generator().manual_seed(12))
-    out = model.generate(long, 5, temperature=0)
+    out = model.generate(long, 5, temperature=0, use_cache=use_cache)
     assert out.shape == (1, 25)
     assert torch.equal(out[:, :20], long)
     # Only the last block_size tokens matter.
-    assert torch.equal(out[:, 20:], model.generate(long[:, -8:], 5, temperature=0)[:, 8:])
+    short = model.generate(long[:, -8:], 5, temperature=0, use_cache=use_cache)
+    assert torch.equal(out[:, 20:], short[:, 8:])
+
+
+def test_kv_cache_and_no_cache_crop_a_long_prompt_alike():
+    """A prompt longer than block_size: both paths read its last block_size tokens, so the
+    first new token is the same (after it the full cache restarts from half a window, see
+    test_kv_cache_refills_from_the_last_half_window_with_correct_positions)."""
+    model = sharp(26, block_size=8)
+    long = torch.randint(11, (4, 20), generator=torch.Generator().manual_seed(26))
+    cached = model.generate(long, 1, temperature=0, use_cache=True)
+    plain = model.generate(long, 1, temperature=0, use_cache=False)
+    assert torch.equal(cached, plain)
+    with torch.no_grad():
+        assert torch.equal(cached[:, -1], model(long[:, -8:])[0][:, -1].argmax(-1))
+        assert not torch.equal(cached[:, -1], model(long[:, :8])[0][:, -1].argmax(-1))
 
 
 def test_sample_next_top_k_keeps_only_the_k_best():

@@ -1,5 +1,6 @@
-"""Stage 5: the training loop: learning-rate schedule, optimizer groups, exact
-resume, Ctrl-C, divergence, and checkpoint files (good, stale, foreign, broken)."""
+"""Stage 5: the training loop: learning-rate schedule and its flags, optimizer groups,
+exact resume, Ctrl-C, presets, precision (--dtype), the attention routes in training, and
+checkpoint files (good, foreign, broken)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_same, module_env, read_log, start_module
+from conftest import TINY_TEXT, assert_same, module_env, read_log, start_module
 
+from stage5_gpt import fast
 from stage5_gpt import harness as H
 from stage5_gpt import train as T
 from stage5_gpt.checkpoint import load_checkpoint, load_model, save_checkpoint
@@ -42,6 +44,9 @@ def tiny_args(data: Path, out: Path, *extra: object) -> list[str]:
         "--dropout", 0.1,  # dropout draws from the global RNG: resume must restore it
         "--eval-interval", 5, "--eval-iters", 1, "--warmup-iters", 3, "--sample-tokens", 0,
         *extra)]
+
+
+REAL_STOP_FLAG = H.StopFlag
 
 
 def no_figures(mp: pytest.MonkeyPatch) -> None:
@@ -144,10 +149,15 @@ def test_resume_with_a_longer_run_says_so_and_decays_over_the_new_length(tmp_pat
 # --------------------------------------------------------------------------- Ctrl-C
 
 
-def test_ctrl_c_saves_a_resumable_checkpoint(tmp_path, tiny_corpus, capsys, monkeypatch):
-    out = tmp_path / "run"
-    argv = tiny_args(tiny_corpus, out, "--eval-interval", 1000)
-    with (tmp_path / "stderr.txt").open("w", encoding="utf-8") as err:
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory):
+    """A real Ctrl-C: a run of a million steps gets SIGINT once its loop runs."""
+    tmp = tmp_path_factory.mktemp("ctrl_c")
+    data = tmp / "tiny.txt"
+    data.write_text(TINY_TEXT, encoding="utf-8")
+    out = tmp / "run"
+    argv = tiny_args(data, out, "--eval-interval", 1000)
+    with (tmp / "stderr.txt").open("w", encoding="utf-8") as err:
         proc = start_module("stage5_gpt.train", *argv, "--max-iters", 1_000_000, stderr=err,
                             env=module_env(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"))
         watchdog = threading.Timer(120, proc.kill)  # never hang the suite on a stuck child
@@ -165,8 +175,14 @@ def test_ctrl_c_saves_a_resumable_checkpoint(tmp_path, tiny_corpus, capsys, monk
             returncode = proc.wait(timeout=120)
         finally:
             watchdog.cancel()
-    stderr = (tmp_path / "stderr.txt").read_text(encoding="utf-8")
-    assert returncode == 0, stderr
+    stderr = (tmp / "stderr.txt").read_text(encoding="utf-8")
+    return {"argv": argv, "out": out, "stdout": stdout, "stderr": stderr,
+            "returncode": returncode}
+
+
+def test_ctrl_c_saves_a_resumable_checkpoint(interrupted):
+    out, stdout, stderr = interrupted["out"], interrupted["stdout"], interrupted["stderr"]
+    assert interrupted["returncode"] == 0, stderr
     assert "Traceback" not in stderr
     m = re.search(r"Ctrl-C: stopping at step (\d+).*--resume", stdout)
     assert m, stdout
@@ -175,10 +191,16 @@ def test_ctrl_c_saves_a_resumable_checkpoint(tmp_path, tiny_corpus, capsys, monk
     metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
     assert metrics["interrupted"] is True and metrics["steps"] == n
     ckpt = load_checkpoint(out / "ckpt.pt")
-    assert ckpt["step"] == n
+    assert ckpt["step"] == n and ckpt["args"]["max_iters"] == 1_000_000
     assert all(torch.isfinite(t).all() for t in ckpt["model"].values())
+    assert set(H.RESUME_KEYS) <= set(ckpt)
+    assert [r["step"] for r in read_log(out)] == [0, n]
 
-    # --resume picks up at exactly that step and finishes a few more.
+
+def test_resume_after_ctrl_c_with_a_new_max_iters(interrupted, capsys, monkeypatch):
+    """--resume picks up at exactly the interrupted step and finishes a few more."""
+    out, argv = interrupted["out"], interrupted["argv"]
+    n = load_checkpoint(out / "ckpt.pt")["step"]
     no_figures(monkeypatch)
     capsys.readouterr()
     T.main(argv + ["--max-iters", str(n + 3), "--resume"])
@@ -191,7 +213,51 @@ def test_ctrl_c_saves_a_resumable_checkpoint(tmp_path, tiny_corpus, capsys, monk
     assert steps[0] == 0 and steps[-2:] == [n, n + 3]
 
 
-# --------------------------------------------------------------------------- divergence
+def ctrl_c_after(mp: pytest.MonkeyPatch, steps: int) -> None:
+    """As if Ctrl-C were pressed after ``steps`` training steps."""
+
+    class Flag:
+        def __init__(self, world: int):
+            self.world, self.asked = world, 0
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        @property
+        def stop(self) -> bool:
+            self.asked += 1
+            return self.asked > steps
+
+    mp.setattr(H, "StopFlag", Flag)
+
+
+def test_interrupted_then_resumed_run_equals_one_run(tmp_path, tiny_corpus, monkeypatch):
+    """Stopped after 7 of 12 steps and resumed with the same command plus --resume: the same weights,
+    optimizer state, losses and learning rates as one run (dropout's RNG and the schedule
+    included)."""
+    no_figures(monkeypatch)
+    flags = ("--max-iters", 12, "--eval-interval", 4, "--lr", 1e-2, "--threads", 1)
+    one, _ = run(tiny_args(tiny_corpus, tmp_path / "one", *flags))
+    ctrl_c_after(monkeypatch, 7)
+    first, printed = run(tiny_args(tiny_corpus, tmp_path / "two", *flags))
+    assert first["interrupted"] is True and first["steps"] == 7
+    assert "Ctrl-C: stopping at step 7" in printed
+    monkeypatch.setattr(H, "StopFlag", REAL_STOP_FLAG)
+    two, printed = run(tiny_args(tiny_corpus, tmp_path / "two", *flags, "--resume"))
+    assert "resuming from" in printed and two["steps"] == 12 and not two["interrupted"]
+    a, b = load_checkpoint(tmp_path / "one" / "ckpt.pt"), load_checkpoint(tmp_path / "two" / "ckpt.pt")
+    assert_same(a["model"], b["model"], "model")
+    assert_same(a["optimizer"], b["optimizer"], "optimizer")
+    # The resumed log has one more row: the evaluation at the interruption (step 7).
+    rows_one = [{k: v for k, v in r.items() if k != "time"} for r in read_log(tmp_path / "one")]
+    rows_two = [{k: v for k, v in r.items() if k != "time"} for r in read_log(tmp_path / "two")]
+    assert [r["step"] for r in rows_one] == [0, 4, 8, 12]
+    assert [r["step"] for r in rows_two] == [0, 4, 7, 8, 12]
+    assert rows_one == [r for r in rows_two if r["step"] != 7]
+    assert one["val_loss"] == two["val_loss"]
 
 
 # --------------------------------------------------------------------------- samples
@@ -338,6 +404,9 @@ def test_a_preset_sets_defaults_and_given_flags_still_win(tmp_path, tiny_corpus,
 
 
 def test_presets_are_listed_in_help_and_hold_only_real_flags(capsys):
+    from stage5_gpt import presets
+
+    assert T.PRESETS is presets.PRESETS  # presets.py holds them; train.PRESETS still works
     parser = T.build_parser()
     dests = {a.dest for a in parser._actions}
     for name, flags in T.PRESETS.items():
@@ -349,19 +418,60 @@ def test_presets_are_listed_in_help_and_hold_only_real_flags(capsys):
     assert "shakespeare-2min:" in out
 
 
+# --------------------------------------------------------------------------- --min-lr
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--lr", "1e-3", "--min-lr", "2e-3"], "error: --min-lr 0.002 is above --lr 0.001"),
+    # A preset's --min-lr 1e-4 stays when only --lr is lowered below it.
+    (["--preset", "nanogpt-cpu", "--lr", "1e-5"], "error: --min-lr 0.0001 is above --lr 1e-05"),
+])
+def test_min_lr_above_lr_is_a_one_line_error_before_any_training(tmp_path, tiny_corpus, capsys,
+                                                                 flags, message):
+    with pytest.raises(SystemExit) as e:
+        T.main(tiny_args(tiny_corpus, tmp_path / "run", *flags))
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no model summary, no sample, no step
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), captured.err
+    assert "--min-lr at most" in lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_min_lr_equal_to_lr_is_a_constant_rate_after_warmup(tmp_path, tiny_corpus, monkeypatch):
+    no_figures(monkeypatch)
+    run(tiny_args(tiny_corpus, tmp_path / "run", "--lr", "1e-3", "--min-lr", "1e-3",
+                  "--warmup-iters", 2, "--max-iters", 6, "--eval-interval", 2))
+    assert [r["lr"] for r in read_log(tmp_path / "run")][1:] == [1e-3] * 3
+
+
 # --------------------------------------------------------------------------- GPU paths on a CPU
 
 
-@pytest.mark.slow
-def test_compile_trains_the_same_model(tmp_path, tiny_corpus, monkeypatch):
-    """--compile (torch.compile) changes how the model runs, not what it computes."""
+def test_the_fused_attention_route_trains_the_same_model(tmp_path, tiny_corpus, monkeypatch):
+    """What a GPU runs (F.scaled_dot_product_attention) changes how the model runs, not what
+    it computes: trained through either route, the model is the same (dropout off)."""
     no_figures(monkeypatch)
-    flags = ("--max-iters", 3, "--dropout", 0, "--dtype", "float32")
-    plain, _ = run(tiny_args(tiny_corpus, tmp_path / "plain", *flags))
-    compiled, printed = run(tiny_args(tiny_corpus, tmp_path / "compiled", *flags, "--compile"))
-    assert compiled["steps"] == 3
-    assert compiled["val_loss"] == pytest.approx(plain["val_loss"], abs=1e-4)
+    flags = ("--max-iters", 6, "--dropout", 0, "--dtype", "float32", "--lr", 1e-2)
+    plain, _ = run(tiny_args(tiny_corpus, tmp_path / "batched", *flags))
+    calls = []
+    real = fast.attention
 
+    def fused(q, k, v, dropout_p=0.0, route=None):
+        calls.append(route)
+        return real(q, k, v, dropout_p, route="fused")
+
+    monkeypatch.setattr(fast, "attention", fused)
+    other, _ = run(tiny_args(tiny_corpus, tmp_path / "fused", *flags))
+    assert calls and set(calls) == {None}  # the model asked for no route: fused was forced
+    assert other["steps"] == plain["steps"] == 6
+    assert other["val_loss"] == pytest.approx(plain["val_loss"], abs=1e-4)
+    a = load_checkpoint(tmp_path / "batched" / "ckpt.pt")["model"]
+    b = load_checkpoint(tmp_path / "fused" / "ckpt.pt")["model"]
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=1e-3)
 
 
 # --------------------------------------------------------------------------- precision
@@ -372,41 +482,70 @@ def test_bfloat16_training_follows_float32_closely(tmp_path, tiny_corpus, monkey
     runs = {dt: run(tiny_args(tiny_corpus, tmp_path / dt, "--max-iters", 20, "--dropout", 0,
                               "--dtype", dt)) for dt in ("float32", "bfloat16")}
     f32, b16 = runs["float32"][0], runs["bfloat16"][0]
-    assert "precision: bfloat16 forward pass" in runs["bfloat16"][1]
-    assert "precision: float32 forward pass" in runs["float32"][1]
+    assert "precision: bfloat16 forward pass (--dtype bfloat16)" in runs["bfloat16"][1]
+    assert "precision: float32 forward pass (--dtype float32)" in runs["float32"][1]
     assert b16["val_loss"] != f32["val_loss"], "the bfloat16 run took the float32 path"
     assert b16["val_loss"] == pytest.approx(f32["val_loss"], abs=0.05)
 
 
-def test_auto_precision_is_a_timed_choice_on_a_cpu(monkeypatch):
-    T.bfloat16_is_fast.cache_clear()
+def test_auto_precision_is_a_timed_choice_on_a_cpu():
+    fast.bfloat16_is_fast.cache_clear()
     try:
-        assert T.bfloat16_is_fast("mps") is False
-        fast = T.bfloat16_is_fast("cpu")  # measured: either answer is right on some CPU
-        assert isinstance(fast, bool) and T.bfloat16_is_fast("cpu") is fast  # cached
+        assert fast.bfloat16_is_fast("mps") is False
+        is_fast = fast.bfloat16_is_fast("cpu")  # measured: either answer is right on some CPU
+        assert isinstance(is_fast, bool) and fast.bfloat16_is_fast("cpu") is is_fast  # cached
         before = torch.random.get_rng_state()
-        T.bfloat16_is_fast.cache_clear()
-        T.bfloat16_is_fast("cpu")
+        fast.bfloat16_is_fast.cache_clear()
+        fast.bfloat16_is_fast("cpu")
         assert torch.equal(torch.random.get_rng_state(), before), "it used the global RNG"
+        # --dtype auto follows the measurement.
+        _, name = fast.autocast("auto", "cpu")
+        assert name == ("bfloat16" if fast.bfloat16_is_fast("cpu") else "float32")
     finally:
-        T.bfloat16_is_fast.cache_clear()
+        fast.bfloat16_is_fast.cache_clear()
 
 
-def test_bfloat16_on_a_device_without_it_is_a_clear_error(tmp_path, tiny_corpus, monkeypatch,
-                                                         capsys):
-    monkeypatch.setattr(T.Run, "__init__", _fake_run_on("mps"))
+def test_autocast_names_the_precision_of_each_setting():
+    context, name = fast.autocast("bfloat16", "cpu")
+    assert name == "bfloat16"
+    with context:
+        y = torch.randn(4, 8) @ torch.randn(8, 3)
+    assert y.dtype == torch.bfloat16
+    for dtype, device in (("float32", "cpu"), ("float32", "mps"), ("auto", "mps")):
+        context, name = fast.autocast(dtype, device)
+        assert name == "float32", (dtype, device)
+        with context:
+            assert (torch.randn(4, 8) @ torch.randn(8, 3)).dtype == torch.float32
+
+
+@pytest.mark.parametrize("device", ["mps", "xla:0"])
+def test_autocast_refuses_bfloat16_on_other_devices(device):
+    with pytest.raises(UserError) as e:
+        fast.autocast("bfloat16", device)
+    assert str(e.value) == (f"--dtype bfloat16 is for a CPU or a CUDA GPU, not {device}; "
+                            "use --dtype float32 (or auto).")
+
+
+def test_bfloat16_on_a_device_without_it_is_a_one_line_error(tmp_path, tiny_corpus, monkeypatch,
+                                                            capsys):
+    """The model is on the CPU; the run then reports an Apple GPU, as on a Mac: the trainer
+    must stop with autocast's message before the first training step."""
+    no_figures(monkeypatch)
+    real_start = T.Run.start
+
+    def start(self, model, optimizer):
+        net = real_start(self, model, optimizer)
+        self.device = "mps"
+        return net
+
+    monkeypatch.setattr(T.Run, "start", start)
+    out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:
-        T.main(tiny_args(tiny_corpus, tmp_path / "run", "--dtype", "bfloat16"))
+        T.main(tiny_args(tiny_corpus, out, "--dtype", "bfloat16"))
     assert e.value.code == 2
-    assert "--dtype bfloat16 is for a CPU or a CUDA GPU, not mps" in capsys.readouterr().err
-
-
-def _fake_run_on(device: str):
-    real = T.Run.__init__
-
-    def init(self, args, parser):
-        args.device = "cpu"
-        real(self, args, parser)
-        self.device = device  # as if this machine had an Apple GPU
-
-    return init
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert lines == ["error: --dtype bfloat16 is for a CPU or a CUDA GPU, not mps; "
+                     "use --dtype float32 (or auto)."], captured.err
+    assert "step" not in captured.out and "precision:" not in captured.out
+    assert not (out / "ckpt.pt").exists()

@@ -1,13 +1,13 @@
-"""Stage 5: the figures (python -m stage5_gpt.visualize) and the head inspector
-(python -m stage5_gpt.inspect).
+"""Stage 5: the figures (python -m stage5_gpt.visualize), what the GPT learned
+(python -m stage5_gpt.lens) and the head inspector (python -m stage5_gpt.inspect).
 
 What is checked, as behaviour:
 
 - every figure function writes a real PNG, for an English and a Chinese prompt,
   without matplotlib's "Glyph ... missing from font(s)" warning;
-- the logit lens's last row is exactly the model's own prediction, and the
-  numbers written beside its figure (right guesses per row, and which) are the
-  lens's own; the position-similarity numbers are the matrix's diagonals;
+- the logit lens's last row is exactly the model's own prediction, and the numbers the
+  lens CLI prints (right guesses per row, similarity by distance) are the lens's own;
+- the lens figures print the words of the labels dict they are given (another language);
 - the position similarity is a cosine-similarity matrix;
 - the inspector's reading of the weights (largest weight on j = i-1 ...) counts right;
 - explain_head's numbers are one consistent computation (scaled = scores / sqrt(hs),
@@ -20,23 +20,28 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+import matplotlib.text
 import pytest
 import torch
 from conftest import assert_user_error, finish, module_env, start_module
 from torch.nn import functional as F
 
+from stage5_gpt import lens
 from stage5_gpt.checkpoint import default_checkpoint
 from stage5_gpt.errors import UserError
 from stage5_gpt.inspect import explain_head, format_explanation
 from stage5_gpt.lens import (
+    LABELS,
     layer_predictions_figure,
     logit_lens,
     position_similarity,
     position_similarity_figure,
+    similarity_by_distance,
 )
 from stage5_gpt.model import GPT, GPTConfig
 from stage5_gpt.tokenizer import CharTokenizer
@@ -49,9 +54,15 @@ TEXT = "the cat sat on the mat.\n小猫坐在垫子上。\n你好，世界！hel
 EN_PROMPT = "the cat sat"
 ZH_PROMPT = "小猫坐在垫子上。你好"
 MIXED_PROMPT = "小猫 sat on 垫子"  # Chinese, Latin and a space (drawn as ␣)
-FIGURES = ["attention_grid.png", "attention_layer0.png", "attention_layer1.png", "loss.png",
-           "position_similarity.png", "layer_predictions.png", "position_similarity.md",
-           "layer_predictions.md"]
+FIGURES = ["attention_grid.png", "attention_layer0.png", "attention_layer1.png", "loss.png"]
+LENS_FIGURES = ["layer_predictions.png", "position_similarity.png"]
+# The lens's words in Chinese, with the same placeholders: a labels dict for another language.
+LENS_ZH = {"i": "位置 i", "j": "位置 j", "cos": "cos(wpe[i], wpe[j])；颜色截在 ±{lim:.2f}",
+           "cosine": "余弦相似度", "distance": "距离 |i - j|", "mean": "平均余弦相似度",
+           "by_distance": "按距离平均的相似度", "positions": "学到的位置嵌入（block_size={T}）",
+           "x0": "x₀ 嵌入", "after": "x{n} 第 {layer} 层之后", "output": "（输出）",
+           "input": "输入的字符", "next": "实际的下一个字符", "p": "p(实际的下一个字符)",
+           "lens": "预测如何一层层变得清楚\n（格中：最可能的猜测，猜对为粗体）"}
 
 
 @pytest.fixture(scope="module")
@@ -88,15 +99,18 @@ def write_log(path: Path) -> Path:
 # --- figures -----------------------------------------------------------------------------
 
 
-def test_every_figure_is_a_png_with_every_glyph(tiny, tmp_path):
+def test_every_figure_is_a_png_with_every_glyph(tiny, tmp_path, capsys):
     model, tok = tiny
     log = write_log(tmp_path / "log.jsonl")
     with glyphs_must_exist():
         paths = write_figures(model, tok, MIXED_PROMPT, tmp_path / "fig", log_path=log)
+        lens_paths = lens.write_figures(model, tok, MIXED_PROMPT, tmp_path / "lens")
     assert paths == [tmp_path / "fig" / name for name in FIGURES]
-    for p in paths:
-        if p.suffix == ".png":
-            assert_png(p)
+    assert lens_paths == [tmp_path / "lens" / name for name in LENS_FIGURES]
+    assert sorted(p.name for p in (tmp_path / "fig").iterdir()) == sorted(FIGURES)
+    for p in paths + lens_paths:
+        assert_png(p)
+    assert "right guesses" in capsys.readouterr().out
 
 
 def test_per_layer_attention_figures_are_readable_at_page_width(tiny, tmp_path):
@@ -111,62 +125,107 @@ def test_per_layer_attention_figures_are_readable_at_page_width(tiny, tmp_path):
         assert h < 1.6 * w, (name, h)
 
 
-def test_logit_lens_last_row_is_the_models_own_prediction(tiny):
+@pytest.fixture
+def drawn(monkeypatch) -> dict[str, list[str]]:
+    """Every text of each lens figure (titles, axis labels, ticks, cells), by file name."""
+    figures: dict[str, list[str]] = {}
+    save = lens._save
+
+    def spy(fig, path):
+        figures[Path(path).name] = [t.get_text() for t in fig.findobj(matplotlib.text.Text)
+                                    if t.get_text()]
+        return save(fig, path)
+
+    monkeypatch.setattr(lens, "_save", spy)
+    return figures
+
+
+def test_logit_lens_last_row_is_the_models_own_prediction(tiny, tmp_path, drawn):
     model, tok = tiny
-    lens = logit_lens(model, tok, ZH_PROMPT)
+    lens_out = logit_lens(model, tok, ZH_PROMPT)
     idx = torch.tensor([tok.encode(ZH_PROMPT)])
     T, V = idx.shape[1], tok.vocab_size
-    assert lens["probs"].shape == (3, T, V)  # embeddings + 2 layers
-    # Row l reads x_l, the stream after l blocks; layers are named by their index in h.
-    assert lens["row_names"] == ["x₀ embeddings", "x₁ after layer 0", "x₂ after layer 1"]
+    assert lens_out["probs"].shape == (3, T, V)  # embeddings + 2 layers
     with torch.no_grad():
         logits, _ = model(idx)  # the fast path, as generate() runs it
-    assert torch.allclose(lens["probs"][-1], F.softmax(logits[0], dim=-1), atol=1e-6)
-    assert torch.equal(lens["top1"][-1], logits[0].argmax(dim=-1))
+    assert torch.allclose(lens_out["probs"][-1], F.softmax(logits[0], dim=-1), atol=1e-6)
+    assert torch.equal(lens_out["top1"][-1], logits[0].argmax(dim=-1))
+    assert torch.equal(lens_out["ids"], idx[0])
     # target_probs[l, t] is the probability of the character at t + 1; the last position has none.
-    assert lens["target_probs"].shape == (3, T - 1)
+    assert lens_out["target_probs"].shape == (3, T - 1)
     for t in range(T - 1):
-        assert lens["target_probs"][1, t] == lens["probs"][1, t, idx[0, t + 1]]
+        assert lens_out["target_probs"][1, t] == lens_out["probs"][1, t, idx[0, t + 1]]
+    assert torch.equal(lens_out["right"], lens_out["top1"][:, :-1] == idx[0, 1:])
+    # Row 0 reads the embeddings x_0 through ln_f and lm_head.
+    t = model.transformer
+    with torch.no_grad():
+        x0 = t.wte(idx[0]) + t.wpe(torch.arange(T))
+        torch.testing.assert_close(lens_out["probs"][0],
+                                   F.softmax(model.lm_head(t.ln_f(x0)), dim=-1))
     # The rows differ: each block changes the prediction.
-    assert not torch.allclose(lens["probs"][0], lens["probs"][-1])
+    assert not torch.allclose(lens_out["probs"][0], lens_out["probs"][-1])
+    # Row l reads x_l, the stream after l blocks; layers are named by their index in h.
+    layer_predictions_figure(model, tok, ZH_PROMPT, tmp_path / "layer_predictions.png")
+    texts = drawn["layer_predictions.png"]
+    for name in ("x₀ embeddings", "x₁ after layer 0", "x₂ after layer 1 (output)"):
+        assert name in texts, name
+    assert LABELS["input"] in texts and LABELS["next"] in texts  # the default labels
 
 
-def test_lens_numbers_beside_the_figure_are_the_lens_own(tiny, tmp_path):
+def test_lens_figures_print_the_words_of_the_labels_they_are_given(tiny, tmp_path, drawn):
     model, tok = tiny
-    prompt = "the cat sat on"
-    png = layer_predictions_figure(model, tok, prompt, tmp_path / "layer_predictions.png")
-    lines = png.with_suffix(".md").read_text(encoding="utf-8").splitlines()
-    lens = logit_lens(model, tok, prompt)
-    ids = lens["ids"]
-    right = lens["top1"][:, :-1] == ids[1:]  # (L + 1, T - 1)
-    rows = [line for line in lines if line.startswith("- **")]
-    names = ["x₀ embeddings", "x₁ after layer 0", "x₂ after layer 1 (output)"]
-    assert len(rows) == 3
-    label = {" ": "␣"}
-    for r, (row, name) in enumerate(zip(rows, names, strict=True)):
-        assert row.startswith(f"- **{name}**: {int(right[r].sum())} of {len(prompt) - 1}, "
-                              f"mean p {lens['target_probs'][r].mean():.2f}")
-        pairs = [f"`{label.get(prompt[c], prompt[c])}→{label.get(prompt[c + 1], prompt[c + 1])}`"
-                 for c in range(len(prompt) - 1) if right[r, c]]
-        assert row.endswith(": " + " ".join(pairs) if pairs else "")
-    gains = ", ".join(f"layer {r - 1} {int(right[r].sum() - right[r - 1].sum()):+d}"
-                      for r in (1, 2))
-    assert f"Change in right guesses made by each layer: {gains}." in lines[-1]
+    marked = {k: f"[{k}] {v}" for k, v in LABELS.items()}  # every word traceable to its key
+    layer_predictions_figure(model, tok, EN_PROMPT, tmp_path / "lens.png", marked)
+    position_similarity_figure(model, tmp_path / "positions.png", marked)
+    used = {"lens.png": ("input", "next", "x0", "after", "output", "p", "lens"),
+            "positions.png": ("i", "j", "cos", "cosine", "distance", "mean", "by_distance",
+                              "positions")}
+    for name, keys in used.items():
+        text = "\n".join(drawn[name])
+        for key in keys:
+            assert f"[{key}]" in text, (name, key)
+    positions = "\n".join(drawn["positions.png"])
+    assert "learned position embeddings (block_size=20)" in positions  # {T} filled in
+    # Another language is a dict with the same keys (the default, LABELS, is English).
+    with glyphs_must_exist():
+        layer_predictions_figure(model, tok, ZH_PROMPT, tmp_path / "zh.png", LENS_ZH)
+        position_similarity_figure(model, tmp_path / "zh_pos.png", LENS_ZH)
+    assert "输入的字符" in drawn["zh.png"] and LABELS["input"] not in drawn["zh.png"]
+    assert "x₁ 第 0 层之后" in drawn["zh.png"]
+    assert "学到的位置嵌入（block_size=20）" in "\n".join(drawn["zh_pos.png"])
+    assert set(LENS_ZH) == set(LABELS)
 
 
-def test_position_numbers_beside_the_figure_are_the_diagonal_means(tiny, tmp_path):
-    model, _ = tiny
-    png = position_similarity_figure(model, tmp_path / "position_similarity.png")
-    text = png.with_suffix(".md").read_text(encoding="utf-8")
-    sim = position_similarity(model)
-    means = [sim.diagonal(d).mean().item() for d in range(1, 20)]
-    row = next(line for line in text.splitlines() if line.startswith("| mean |"))
-    assert row == "| mean | " + " | ".join(f"{v:.2f}" for v in means[:8]) + " |"
-    peak = max(range(19), key=means.__getitem__)
-    assert f"largest at $d = {peak + 1}$ ({means[peak]:.2f})" in text
-    assert f"{sum(v < 0 for v in means)} of the 19 distances have a negative mean" in text
-    steady = all(a >= b for a, b in zip(means[:8], means[1:8], strict=False))
-    assert ("falls steadily" in text) == steady
+def test_lens_cli_prints_the_lens_own_numbers(tiny_checkpoint, capsys):
+    """python -m stage5_gpt.lens draws both figures beside the checkpoint and prints what
+    they show: right guesses per row, and the mean similarity of positions d apart."""
+    lens.main(["--ckpt", str(tiny_checkpoint), "--prompt", "the cat", "--device", "cpu"])
+    out = capsys.readouterr().out
+    figures = tiny_checkpoint.parent / "figures"
+    for name in LENS_FIGURES:
+        assert_png(figures / name)
+        assert f"  {figures / name}" in out.splitlines()
+    from stage5_gpt.checkpoint import load_model
+
+    model, tok, _ = load_model(tiny_checkpoint)
+    right = logit_lens(model, tok, "the cat")["right"].sum(dim=1).tolist()
+    assert len(right) == 2  # x0 and the one block
+    assert (f"right guesses of the next character, after each block (x0 .. x1): {right} of 6"
+            in out)
+    near = similarity_by_distance(position_similarity(model))
+    assert len(near) == 7  # block_size 8: distances 1..7
+    line = next(li for li in out.splitlines() if li.startswith("mean position similarity"))
+    assert line == ("mean position similarity at distance 1..8: "
+                    + " ".join(f"{v:.2f}" for v in near))
+    assert "prompt:     'the cat'" in out
+
+
+def test_similarity_by_distance_is_the_mean_of_each_diagonal():
+    sim = torch.tensor([[1.0, 0.5, -0.2, 0.1],
+                        [0.5, 1.0, 0.3, 0.0],
+                        [-0.2, 0.3, 1.0, 0.7],
+                        [0.1, 0.0, 0.7, 1.0]])
+    assert similarity_by_distance(sim) == pytest.approx([0.5, -0.1, 0.1])
 
 
 def test_position_similarity_is_cosine_similarity(tiny):
@@ -182,14 +241,33 @@ def test_position_similarity_is_cosine_similarity(tiny):
 
 @pytest.mark.parametrize(
     ("prompt", "fragment"),
-    [("", "empty"), ("the cat sat on the mat.", "block_size=20"), ("the dog", "'d'"),
-     ("t", "at least 2 characters")],
+    [("", "empty"), ("the cat sat on the mat.", "block_size=20"), ("the dog", "'d'")],
 )
 def test_bad_prompt_for_the_figures_is_a_user_error(tiny, tmp_path, prompt, fragment):
     model, tok = tiny
     with pytest.raises(UserError, match=fragment):
         write_figures(model, tok, prompt, tmp_path / "fig")
     assert not (tmp_path / "fig").exists()  # nothing half-drawn
+
+
+@pytest.mark.parametrize(
+    ("prompt", "fragment"),
+    [("", "at least 2 characters"), ("t", "at least 2 characters"),
+     ("the cat sat on the mat.", "block_size=20"), ("the dog", "'d'")],
+)
+def test_bad_prompt_for_the_lens_is_a_user_error(tiny, tmp_path, prompt, fragment):
+    model, tok = tiny
+    with pytest.raises(UserError, match=fragment):
+        logit_lens(model, tok, prompt)
+    with pytest.raises(UserError, match=fragment):
+        lens.write_figures(model, tok, prompt, tmp_path / "fig")
+    assert not (tmp_path / "fig").exists()  # nothing half-drawn
+
+
+def test_a_one_character_prompt_still_draws_the_attention(tiny, tmp_path):
+    model, tok = tiny
+    paths = write_figures(model, tok, "t", tmp_path / "fig")
+    assert [p.name for p in paths] == FIGURES[:3]
 
 
 def test_missing_or_broken_log_is_a_user_error(tiny, tmp_path):
@@ -302,29 +380,46 @@ def test_clis_end_to_end(tiny_checkpoint):
     # Start all three first: their torch imports overlap. One thread each: they share the cores.
     env = module_env(OMP_NUM_THREADS="1")
     vis = start_module("stage5_gpt.visualize", "--ckpt", tiny_checkpoint, "--device", "cpu",
-                       env=env)
+                       "--out-dir", run / "vis", env=env)
+    lens_run = start_module("stage5_gpt.lens", "--ckpt", tiny_checkpoint, "--device", "cpu",
+                            "--out-dir", run / "lens", env=env)
     ins = start_module("stage5_gpt.inspect", "--ckpt", tiny_checkpoint, "--prompt", "小猫 cat",
                        "--layer", "0", "--head", "1", "--device", "cpu", env=env)
-    bad_head = start_module("stage5_gpt.inspect", "--ckpt", tiny_checkpoint, "--head", "7",
-                            env=env)
 
     r = finish(vis)
     assert r.returncode == 0, r.stderr
     assert "missing from font" not in r.stderr
-    printed = [Path(line.strip()) for line in r.stdout.splitlines() if line.endswith((".png", ".md"))]
-    assert sorted(p.name for p in printed) == sorted(n for n in FIGURES if n != "attention_layer1.png")
+    printed = [Path(line.strip()) for line in r.stdout.splitlines() if line.endswith(".png")]
+    # One layer: no attention_layer1; log.jsonl beside the checkpoint: loss.png.
+    assert [p.name for p in printed] == ["attention_grid.png", "attention_layer0.png",
+                                         "loss.png"]
     for p in printed:
-        assert p.parent == run / "figures"
-        if p.suffix == ".png":
-            assert_png(p)
-        else:
-            assert "of 7, mean p" in p.read_text(encoding="utf-8") or "| mean |" in p.read_text(
-                encoding="utf-8")
+        assert p.parent == run / "vis"
+        assert_png(p)
+    assert sorted(p.name for p in (run / "vis").iterdir()) == sorted(p.name for p in printed)
+
+    r = finish(lens_run)
+    assert r.returncode == 0, r.stderr
+    assert "missing from font" not in r.stderr and "Traceback" not in r.stderr
+    printed = [Path(line.strip()) for line in r.stdout.splitlines() if line.endswith(".png")]
+    assert [p.name for p in printed] == LENS_FIGURES
+    for p in printed:
+        assert p.parent == run / "lens"
+        assert_png(p)
+    assert re.search(r"^right guesses of the next character, after each block \(x0 \.\. x1\): "
+                     r"\[\d+, \d+\] of 7$", r.stdout, re.M), r.stdout  # an 8-character prompt
+    assert re.search(r"^mean position similarity at distance 1\.\.8:( -?\d\.\d\d){7}$",
+                     r.stdout, re.M), r.stdout
 
     r = finish(ins)
     assert r.returncode == 0, r.stderr
     assert "layer 0, head 1" in r.stdout and "i=0 小" in r.stdout and "row sum" in r.stdout
 
-    r = finish(bad_head)
-    assert r.returncode == 2
-    assert_user_error(r.stderr, "--head 7", "0..1")
+
+def test_inspect_cli_bad_head_is_a_clean_error(tiny_checkpoint, capsys):
+    from stage5_gpt.inspect import main as inspect_main
+
+    with pytest.raises(SystemExit) as e:
+        inspect_main(["--ckpt", str(tiny_checkpoint), "--head", "7", "--device", "cpu"])
+    assert e.value.code == 2
+    assert_user_error(capsys.readouterr().err, "--head 7", "0..1")

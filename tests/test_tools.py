@@ -422,8 +422,13 @@ def test_bench_help_shows_the_defaults(runs):
 @pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
 def test_bench_ctrl_c_stops_the_busy_process(tmp_path):
-    proc = start(TOOLS / "bench.py", "--quick", "--sections", "f", "--steps", "100000",
-                 "--threads", "2", cwd=tmp_path)
+    # The busy phase lasts seconds: 0.5 s of start, pick_threads, 3 x 3 rounds of 20 steps.
+    # SIGINT's default action is restored in case this test runs with SIGINT ignored.
+    proc = subprocess.Popen(
+        [sys.executable, TOOLS / "bench.py", "--quick", "--sections", "f", "--steps", "20",
+         "--warmup", "0", "--threads", "2"], cwd=tmp_path, env=module_env(), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8", errors="replace",
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in proc.stderr:  # until the busy process is running
             if m := re.match(r"busy process: pid (\d+)$", line.strip()):

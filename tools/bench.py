@@ -300,7 +300,7 @@ def bench_threads(args: argparse.Namespace) -> dict:
     quiet = measure()
     with busy_core() as pid:
         busy = measure()
-    picked = f"pick_threads ({quiet['chosen']} | {busy['chosen']})"
+    picked = f"pick_threads (chose {quiet['chosen']} | {busy['chosen']})"
     table(["threads", "quiet tokens/s", f"vs {label[top]}", "one core busy", f"vs {label[top]}"],
           [[picked if k == "pick_threads" else k, *cells(quiet["results"][k]),
             *cells(busy["results"][k])] for k in quiet["results"]])

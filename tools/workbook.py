@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = {1: "stage1_data", 2: "stage2_bigram", 3: "stage3_attention", 4: "stage4_block",
           5: "stage5_gpt"}
 ENV = "GPT_STAGES_WORKBOOK"  # the plugin's settings (a JSON file), set by ``run_tests``
-TIME_LIMIT = 30.0  # seconds one test may run (the solution's heaviest takes a few)
+TIME_LIMIT = 20.0  # seconds one test may run (the solution's heaviest takes a few)
 MEMORY_LIMIT = 4.0  # GiB the test process may use (the solution's tests use under 1)
 GRACE = 20.0  # seconds past the time limit before a test that ignores being stopped is killed
 # Test files of whole command-line runs (seconds each, and they test the pieces only
@@ -403,33 +403,34 @@ def preflight(package_dir: Path, stage: int, learner: Path) -> dict:
                 compile(text, str(path), "exec")
                 break
             except SyntaxError as e:
-                where = f"{learner.name}/{rel} line {e.lineno}"
+                line = e.lineno or 0
+                where = f"{learner.name}/{rel} line {line}"
                 problem = f"syntax error at {where}: {e.msg}"
-                lines = text.splitlines(keepends=True)
                 inside = next((ex for ex in mine if ex.id not in found["failed"]
-                               and (span := exercise_span(text, ex))
-                               and span[0] < (e.lineno or 0) <= span[1]), None)
+                               and (span := exercise_span(text, ex)) and span[0] < line <= span[1]),
+                              None)
                 patched = inside and with_solution(text, inside)
-                if patched is None:  # outside every exercise: the whole file is the solution's
-                    solution = ROOT / STAGES[stage] / rel
-                    text = solution.read_text(encoding="utf-8") if solution.is_file() else original
-                    blocked = [ex.id for ex in mine if ex.id not in found["failed"]]
-                    for ex_id in blocked:
-                        found["waiting"][ex_id] = (
-                            f"waiting for the {problem} (outside the exercises; "
-                            f"{learner.name}/{rel} cannot run until it is fixed)")
-                    found["notes"].append(
-                        f"{problem}"
-                        + (f" (outside the exercises: blocks {', '.join(blocked)})" if blocked else "")
-                        + (f"; the repository's {rel} stands in for now" if solution.is_file()
-                           else ""))
-                    del lines
+                if patched:  # the exercise fails; the solution's code stands in for it
+                    code = text.splitlines()[line - 1].strip() if 0 < line <= text.count("\n") + 1 else ""
+                    found["failed"][inside.id] = {
+                        "kind": "syntax", "where": where,
+                        "text": f"{problem} (inside exercise {inside.id}, {inside.qualname})"
+                                + (f": {code}" if code else "")}
+                    text = patched
                     continue
-                found["failed"][inside.id] = {
-                    "kind": "syntax", "text": f"{problem} (inside exercise {inside.id}, "
-                    f"{inside.qualname}): {lines[e.lineno - 1].strip() if e.lineno and e.lineno <= len(lines) else ''}".rstrip(": "),
-                    "where": where}
-                text = patched
+                # Outside every exercise: the file's exercises wait, the repository's file
+                # stands in meanwhile.
+                solution = ROOT / STAGES[stage] / rel
+                blocked = [ex.id for ex in mine if ex.id not in found["failed"]]
+                for ex_id in blocked:
+                    found["waiting"][ex_id] = (f"waiting for the {problem} (outside the exercises; "
+                                               f"{learner.name}/{rel} cannot run until it is fixed)")
+                found["notes"].append(
+                    problem + (f" (outside the exercises: blocks {', '.join(blocked)})" if blocked
+                               else "")
+                    + (f"; the repository's {rel} stands in for now" if solution.is_file() else ""))
+                text = solution.read_text(encoding="utf-8") if solution.is_file() else original
+                break
         if text != original:
             path.write_text(text, encoding="utf-8")
     return found
@@ -564,6 +565,7 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
     killed_rows: dict[str, dict] = {}  # node id -> the verdict of a killed run of it
     end, proc = None, None
     for _attempt in range(2 * len(EXERCISES) + 4):
+        known = len(rows)
         beat.write_bytes(b"\0" * BEAT_SIZE)
         (tmp / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
         cmd = [sys.executable, "-m", "pytest", *args, "-p", "tools.workbook",
@@ -587,15 +589,21 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
                 settings["judged"].update(item.get("judged", {}))
             else:
                 end = item
-        if killed is None and end is None:  # it died on its own: a crash in the learner's code?
+        settings["done"] = sorted(rows)
+        if killed is None and end is None:
             started, running, last, nodeid = _read_beat(beat)
-            if started and nodeid and nodeid not in rows:
-                killed = {"why": "crash", "exercise": running or last, "nodeid": nodeid}
+            if nodeid in rows and len(rows) > known:  # it ended itself after a test that
+                continue  # would not stop, and wrote that test's row: go on
+            if not (started and nodeid):
+                break
+            # It died on its own while a test ran: a crash in the learner's code?
+            killed = {"why": "crash", "exercise": running or last, "nodeid": nodeid}
         if killed is not None:
             row = _killed_row(killed, time_limit, memory_limit, proc.returncode)
             settings["judged"].update(row["judged"])
             if killed["exercise"]:  # run the test again, with the solution's code there
-                killed_rows[row["nodeid"]] = row
+                earlier = killed_rows.setdefault(row["nodeid"], row)
+                earlier["verdicts"].update(row["verdicts"])
             else:  # the test itself hangs: never again
                 rows[row["nodeid"]] = row
             settings["done"] = sorted(rows)
@@ -734,7 +742,8 @@ def summary(result: dict, rows: list[dict]) -> tuple[list[str], bool]:
         f"Total: {counts['passed']} of {len(rows)} exercises pass"
         + "".join(f", {counts[s]} {word}" for s, word in (("failed", "failed"), ("todo", "to do"),
                                                            ("waiting", "waiting")) if counts[s])
-        + f"; {len(tests)} tests ran, {len(tests) - n_failed} passed, {n_failed} failed.")
+        + f"; {len(tests)} tests ran, {n_failed} failed"
+        + (" (the open exercises ran the solution's code)." if counts["todo"] else "."))
     ok = counts["passed"] == len(rows) and n_failed == 0 and not result["errors"] and tests != []
     return lines, ok
 
@@ -1028,6 +1037,8 @@ def _describe(item, reports) -> dict:
     where = _learner_location(excinfo)
     if isinstance(exc, TimeLimit):
         return {"kind": "limit", "text": str(exc), "where": where}
+    if any(c.__name__ == "OutcomeException" for c in type(exc).__mro__):
+        return {"kind": "message", "text": plain(str(exc)), "where": where}  # pytest.fail(...)
     if isinstance(exc, AssertionError):
         text = str(exc)
         if text and not text.startswith("assert "):
@@ -1048,6 +1059,8 @@ def _describe(item, reports) -> dict:
         return {"kind": "assert", "text": detail or "an assertion failed", "where": where}
     name = type(exc).__name__
     text = f"{name}: {exc}" if str(exc) else name
+    if where:
+        text = f"your code raised {text}"
     if when == "setup":
         text = f"while setting up the test: {text}"
     return {"kind": "error", "text": plain(text), "where": where}
@@ -1107,7 +1120,8 @@ def _run_once(item, learner: set[str]) -> dict:
     limit = _S["time_limit"]
     signal.setitimer(signal.ITIMER_REAL, limit, 2.0)
     try:
-        reports = runtestprotocol(item, log=False, nextitem=item)
+        # Tear down the test's own fixtures (a fresh tmp_path each run), keep the module's.
+        reports = runtestprotocol(item, log=False, nextitem=item.parent)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         _beat(0.0)
@@ -1197,8 +1211,6 @@ def pytest_runtest_protocol(item, nextitem):
         item.ihook.pytest_runtest_logreport(report=report)
     item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
     return True
-
-
 
 
 def pytest_exception_interact(node, call, report) -> None:

@@ -45,9 +45,22 @@ ZH_LABELS = {"step": "步数", "loss": "交叉熵损失（nats）", "train": "�
 
 
 def _jobs():
-    from . import compare, explorer, scale, stage1, stage2, stage3, stage4, stage5, troubleshooting
+    from . import (
+        bench,
+        compare,
+        explorer,
+        scale,
+        stage1,
+        stage2,
+        stage3,
+        stage4,
+        stage5,
+        troubleshooting,
+        workbook,
+    )
 
-    pages = (stage1, stage2, stage3, stage4, stage5, compare, troubleshooting, explorer, scale)
+    pages = (stage1, stage2, stage3, stage4, stage5, compare, troubleshooting, explorer, scale,
+             bench, workbook)
     return [job for page in pages for job in page.JOBS]
 
 

@@ -1,0 +1,307 @@
+"""The grader fails exactly the wrong exercise: a mutation suite (``make test-slow``).
+
+For every exercise, the mistakes learners really make (an off-by-one window, the missing
+1/sqrt(d_k), the mask after the softmax, temperature after the softmax, a forgotten
+residual, an unscaled init, ...) are planted, one at a time, in a workbook whose every
+exercise is otherwise the solution's. ``make grade`` must then report that exercise, and
+only that one, FAILED, with a message in plain words (no tensor dumps, no object
+addresses), and the section of the docs to read. The suite writes a table (exercise,
+mistake, result) to ``mutations.md`` in pytest's temporary folder, prints it and its path.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from conftest import REPO_ROOT
+
+_spec = importlib.util.spec_from_file_location("workbook", REPO_ROOT / "tools" / "workbook.py")
+W = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("workbook", W)
+_spec.loader.exec_module(W)
+
+# exercise id -> [(mistake, text in the solution's code, what the learner wrote instead)]
+MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
+    "1.1": [
+        ("unknown characters silently become id 0",
+         "return [self.stoi[c] for c in text]", "return [self.stoi.get(c, 0) for c in text]"),
+        ("the raw KeyError leaks (no UserError)",
+         "except KeyError:", "except ZeroDivisionError:"),
+        ("only the first unknown character is reported",
+         "raise self._unknown_error(unknown[:10], len(unknown))",
+         "raise self._unknown_error(unknown[:1], 1)"),
+        ("positions counted from 1",
+         "for i, c in enumerate(text) if", "for i, c in enumerate(text, 1) if"),
+        ("a tensor instead of a list",
+         "return [self.stoi[c] for c in text]",
+         "return torch.tensor([self.stoi[c] for c in text])"),
+        ("every unknown character shown (no cap at 10)",
+         "unknown[:10], len(unknown)", "unknown, len(unknown)"),
+    ],
+    "1.2": [
+        ("off-by-one range check (id == vocab_size passes)",
+         "not 0 <= i < self.vocab_size", "not 0 <= i <= self.vocab_size"),
+        ("negative ids are not checked", "not 0 <= i < self.vocab_size", "not i < self.vocab_size"),
+        ("tensors of ids are not converted to ints", "ids = [int(i) for i in ids]", "ids = list(ids)"),
+        ("an iterator is read twice", "ids = [int(i) for i in ids]", "ids = (int(i) for i in ids)"),
+        ("characters joined with spaces", 'return "".join(', 'return " ".join('),
+        ("no range check at all", "if bad:", "if False:"),
+    ],
+    "1.3": [
+        ("y is not shifted (y == x)",
+         "y = torch.stack([data[i + 1 : i + block_size + 1] for i in ix])",
+         "y = torch.stack([data[i : i + block_size] for i in ix])"),
+        ("a window can run off the end (randint one too far)",
+         "torch.randint(len(data) - block_size,", "torch.randint(len(data) - block_size + 1,"),
+        ("the last window is never drawn (randint one too short)",
+         "torch.randint(len(data) - block_size,", "torch.randint(len(data) - block_size - 1,"),
+        ("y shifted by two", "data[i + 1 : i + block_size + 1]", "data[i + 2 : i + block_size + 2]"),
+        ("the generator is ignored", "(batch_size,), generator=generator)", "(batch_size,))"),
+        ("the data's dtype is kept (not torch.long)",
+         "return x.to(device, torch.long), y.to(device, torch.long)", "return x.to(device), y.to(device)"),
+        ("no check of batch_size", "if batch_size < 1:", "if batch_size < 0:"),
+    ],
+    "2.1": [
+        ("softmax before cross_entropy",
+         "F.cross_entropy(logits.view(B * T, V),", "F.cross_entropy(F.softmax(logits.view(B * T, V), -1),"),
+        ("flattened logits returned", "        return logits, loss", "        return logits.view(B * T, V), loss"),
+        ("summed instead of averaged", "targets.view(B * T))", "targets.view(B * T), reduction=\"sum\")"),
+        ("nll_loss on raw logits", "loss = F.cross_entropy(", "loss = F.nll_loss("),
+        ("targets shifted once more", "targets.view(B * T))", "targets.roll(-1, 1).reshape(B * T))"),
+        ("the loss of the last position only",
+         "F.cross_entropy(logits.view(B * T, V), targets.view(B * T))",
+         "F.cross_entropy(logits[:, -1], targets[:, -1])"),
+    ],
+    "2.2": [
+        ("the first position's logits, not the last", "logits = logits[:, -1, :]", "logits = logits[:, 0, :]"),
+        ("the context never grows", "idx = torch.cat((idx, idx_next), dim=1)", "idx = idx"),
+        ("one token too many", "for _ in range(max_new_tokens):", "for _ in range(max_new_tokens + 1):"),
+        ("temperature and top_k not passed on",
+         "sample_next(logits, temperature, top_k, generator)", "sample_next(logits, generator=generator)"),
+        ("the whole sequence yielded", "yield idx_next", "yield idx"),
+        ("the generator not passed on",
+         "sample_next(logits, temperature, top_k, generator)", "sample_next(logits, temperature, top_k)"),
+    ],
+    "3.1": [
+        ("sin and cos swapped",
+         "pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle[:, : n_embd // 2])",
+         "pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle[:, : n_embd // 2])"),
+        ("exponent i/C instead of 2i/C", "(two_i / n_embd)", "(two_i / 2 / n_embd)"),
+        ("positions counted from 1", "pos = torch.arange(block_size,", "pos = torch.arange(1, block_size + 1,"),
+        ("an odd n_embd breaks the cos columns", "torch.cos(angle[:, : n_embd // 2])", "torch.cos(angle)"),
+        ("base 1000 instead of 10000", "10000.0 **", "1000.0 **"),
+        ("multiplied by the frequency instead of divided", "angle = pos /", "angle = pos *"),
+    ],
+    "3.2": [
+        ("no 1/sqrt(d_k) scale", " / math.sqrt(k.size(-1))", ""),
+        ("divided by d_k, not sqrt(d_k)", "math.sqrt(k.size(-1))", "k.size(-1)"),
+        ("mask not applied", "if self.causal:", "if False:"),
+        ("mask applied after the softmax",
+         '            wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))  # no peeking ahead\n'
+         "        wei = F.softmax(wei, dim=-1)  # each row sums to 1",
+         "            pass\n        wei = F.softmax(wei, dim=-1)\n"
+         "        if self.causal:\n            wei = wei.masked_fill(self.tril[:T, :T] == 0, 0.0)"),
+        ("softmax over the wrong dimension", "F.softmax(wei, dim=-1)", "F.softmax(wei, dim=-2)"),
+        ("the mask hides the diagonal too (off by one)",
+         "self.tril[:T, :T] == 0", "self.tril[:T, :T].tril(-1) == 0"),
+        ("k q^T instead of q k^T", "wei = q @ k.transpose(-2, -1)", "wei = k @ q.transpose(-2, -1)"),
+        ("the causal switch ignored", "if self.causal:", "if True:"),
+    ],
+    "3.3": [
+        ("no position embeddings", "x = tok_emb + self.positions(T, idx.device)", "x = tok_emb"),
+        ("no block_size check", "if T > self.config.block_size:", "if T > 10**9:"),
+        ("the attention head skipped", "x = self.sa_head(x)", "x = x"),
+        ("the loss of the last position only",
+         "F.cross_entropy(logits.view(B * T, V), targets.view(B * T))",
+         "F.cross_entropy(logits[:, -1], targets[:, -1])"),
+        ("positions of the whole block, not of T",
+         "self.positions(T, idx.device)", "self.positions(self.config.block_size, idx.device)"),
+        ("lm_head reads the token embeddings", "logits = self.lm_head(x)", "logits = self.lm_head(tok_emb)"),
+    ],
+    "4.1": [
+        ("no 1/sqrt(d_k) scale", " / math.sqrt(hs)", ""),
+        ("scaled by sqrt(n_embd), not sqrt(head_size)", "math.sqrt(hs)", "math.sqrt(C)"),
+        ("mask not applied", '        wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))\n', ""),
+        ("mask applied after the softmax",
+         '        wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))\n'
+         "        wei = F.softmax(wei, dim=-1)",
+         "        wei = F.softmax(wei, dim=-1)\n"
+         "        wei = wei.masked_fill(self.tril[:T, :T] == 0, 0.0)"),
+        ("softmax over the wrong dimension", "F.softmax(wei, dim=-1)", "F.softmax(wei, dim=-2)"),
+        ("heads split without the transpose",
+         "q = q.view(B, T, nh, hs).transpose(1, 2)\n        k = k.view(B, T, nh, hs).transpose(1, 2)\n"
+         "        v = v.view(B, T, nh, hs).transpose(1, 2)",
+         "q = q.view(B, nh, T, hs)\n        k = k.view(B, nh, T, hs)\n        v = v.view(B, nh, T, hs)"),
+        ("heads joined without transposing back",
+         "y = y.transpose(1, 2).contiguous().view(B, T, C)", "y = y.contiguous().view(B, T, C)"),
+        ("no output projection", "self.resid_dropout(self.c_proj(y))", "self.resid_dropout(y)"),
+        ("no dropout on the attention weights", "y = self.attn_dropout(wei) @ v", "y = wei @ v"),
+    ],
+    "4.2": [
+        ("no non-linearity (nn.Identity)",
+         'self.act = nn.ReLU() if config.activation == "relu" else nn.GELU()', "self.act = nn.Identity()"),
+        ("always ReLU",
+         'self.act = nn.ReLU() if config.activation == "relu" else nn.GELU()', "self.act = nn.ReLU()"),
+        ("ReLU and GELU swapped",
+         'nn.ReLU() if config.activation == "relu" else nn.GELU()',
+         'nn.GELU() if config.activation == "relu" else nn.ReLU()'),
+        ("a hidden layer of C, not 4C",
+         "self.c_fc = nn.Linear(C, 4 * C)\n        self.act", "self.c_fc = nn.Linear(C, C)\n        self.act"),
+        ("dropout ignores config.dropout", "nn.Dropout(config.dropout)", "nn.Dropout(0.0)"),
+        ("no bias in the first layer", "nn.Linear(C, 4 * C)", "nn.Linear(C, 4 * C, bias=False)"),
+    ],
+    "4.3": [
+        ("no residual around the attention", "x = x + self.attn(self.ln_1(x))", "x = self.attn(self.ln_1(x))"),
+        ("no residual around the MLP", "x = x + self.mlp(self.ln_2(x))", "x = self.mlp(self.ln_2(x))"),
+        ("post-LN instead of pre-LN",
+         "x = x + self.attn(self.ln_1(x))  # (B, T, C)\n        x = x + self.mlp(self.ln_2(x))",
+         "x = self.ln_1(x + self.attn(x))\n        x = self.ln_2(x + self.mlp(x))"),
+        ("ln_1 before both branches", "self.mlp(self.ln_2(x))", "self.mlp(self.ln_1(x))"),
+        ("the MLP before the attention",
+         "x = x + self.attn(self.ln_1(x))  # (B, T, C)\n        x = x + self.mlp(self.ln_2(x))",
+         "x = x + self.mlp(self.ln_2(x))\n        x = x + self.attn(self.ln_1(x))"),
+        ("the residual adds the normalised x",
+         "x = x + self.attn(self.ln_1(x))", "x = self.ln_1(x)\n        x = x + self.attn(x)"),
+        ("both branches read the same x",
+         "x = x + self.attn(self.ln_1(x))  # (B, T, C)\n        x = x + self.mlp(self.ln_2(x))",
+         "x = x + self.attn(self.ln_1(x)) + self.mlp(self.ln_2(x))"),
+    ],
+    "5.1": [
+        ("c_proj std not scaled", "std=0.02 / math.sqrt(2 * config.n_layer)", "std=0.02"),
+        ("scaled by sqrt(n_layer), forgetting the 2",
+         "std=0.02 / math.sqrt(2 * config.n_layer)", "std=0.02 / math.sqrt(config.n_layer)"),
+        ("scaled by 2 * n_layer, without the square root",
+         "std=0.02 / math.sqrt(2 * config.n_layer)", "std=0.02 / (2 * config.n_layer)"),
+        ("the weights never tied", "if config.tie_weights:", "if False:"),
+        ("self.apply after the scaling, which it undoes",
+         "        self.apply(self._init_weights)\n        for name, p in self.named_parameters():\n"
+         '            if name.endswith("c_proj.weight"):\n'
+         "                # Each block adds two outputs to the residual stream: keep its variance flat.\n"
+         "                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))\n",
+         "        for name, p in self.named_parameters():\n"
+         '            if name.endswith("c_proj.weight"):\n'
+         "                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))\n"
+         "        self.apply(self._init_weights)\n"),
+        ("self.apply forgotten", "        self.apply(self._init_weights)\n", ""),
+        ("c_proj biases drawn too", 'name.endswith("c_proj.weight")', '"c_proj" in name'),
+    ],
+    "5.2": [
+        ("warmup off by one (lr 0 at step 0)",
+         "args.lr * (step + 1) / args.warmup_iters", "args.lr * step / args.warmup_iters"),
+        ("the cosine ends at 0, not at min_lr",
+         "return args.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (args.lr - args.min_lr)",
+         "return 0.5 * (1.0 + math.cos(math.pi * progress)) * args.lr"),
+        ("the cosine counted from step 0, not from the end of warmup",
+         "progress = (step - args.warmup_iters) / max(1, decay_iters - args.warmup_iters)",
+         "progress = step / max(1, decay_iters)"),
+        ("--lr-decay-iters ignored",
+         "decay_iters = args.lr_decay_iters or max(args.max_iters, 1)",
+         "decay_iters = max(args.max_iters, 1)"),
+        ("back to --lr after the decay", "        return args.min_lr\n", "        return args.lr\n"),
+        ("a whole cosine period (2 pi)", "math.cos(math.pi * progress)", "math.cos(2 * math.pi * progress)"),
+        ("linear decay instead of cosine",
+         "0.5 * (1.0 + math.cos(math.pi * progress))", "(1.0 - progress)"),
+        ("warmup one step too long", "if step < args.warmup_iters:", "if step <= args.warmup_iters:"),
+    ],
+    "5.3": [
+        ("temperature applied after the softmax",
+         "logits = (logits - logits.max(dim=-1, keepdim=True).values) * scale",
+         "logits = logits - logits.max(dim=-1, keepdim=True).values"),
+        ("top-k keeps k + 1", "torch.topk(logits, min(top_k, logits.size(-1)))",
+         "torch.topk(logits, min(top_k + 1, logits.size(-1)))"),
+        ("top-k masks with 0 instead of -inf", 'logits.masked_fill(logits < kth, float("-inf"))',
+         "logits.masked_fill(logits < kth, 0.0)"),
+        ("softmax over the batch", "probs = F.softmax(logits, dim=-1)", "probs = F.softmax(logits, dim=0)"),
+        ("multiplied by the temperature", "scale = min(1.0 / temperature,", "scale = min(temperature,"),
+        ("the generator ignored", "num_samples=1, generator=generator)", "num_samples=1)"),
+        ("temperature 0 divides by zero", "    if temperature == 0:\n", "    if False:\n"),
+        ("top-k drops the k-th itself (<=)", "logits < kth,", "logits <= kth,"),
+        ("negative temperatures accepted", "if not temperature >= 0:", "if temperature != temperature:"),
+    ],
+}
+# What a plain message never holds: object addresses, pytest's `where` lines, tensor dumps.
+NOT_PLAIN = re.compile(r"<built-in|<function|<bound method| at 0x[0-9a-f]|\+\s+where|"
+                       r"tensor\(\[[^\]]{40}")
+SAME_NUMBERS = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?(?:e-?\d+)?) == \1(?![\w.])")
+
+
+def mutate(folder: Path, ex, old: str, new: str) -> None:
+    """Plant a mistake: replace ``old`` by ``new`` inside exercise ``ex``'s code."""
+    path = folder / ex.package / ex.file
+    text = path.read_text(encoding="utf-8")
+    first, last = W.exercise_span(text, ex)
+    lines = text.splitlines(keepends=True)
+    code = "".join(lines[first:last])
+    assert code.count(old) == 1, f"{ex.id}: {old!r} is not once in {ex.qualname}"
+    path.write_text("".join(lines[:first]) + code.replace(old, new) + "".join(lines[last:]),
+                    encoding="utf-8")
+
+
+def grade_one(tmp: Path, ex_id: str, k: int) -> dict:
+    ex = W.BY_ID[ex_id]
+    mistake, old, new = MUTATIONS[ex_id][k]
+    folder = tmp / f"m{ex_id.replace('.', '_')}_{k}"
+    W.make(ex.stage, folder, holes=[])
+    mutate(folder, ex, old, new)
+    result = W.run_tests(folder, [ex.stage], time_limit=300)
+    rows = W.judge(result, ex.stage, folder / ex.package)
+    lines, ok = W.summary(result, rows)
+    return {"ex": ex_id, "mistake": mistake, "rows": rows, "report": "\n".join(lines), "ok": ok}
+
+
+def verdict(run: dict) -> str:
+    """'FAILED: <message>' when the grader got it right, else what went wrong."""
+    mine = next(r for r in run["rows"] if r["id"] == run["ex"])
+    others = [f"{r['id']} {r['status'].upper()}" for r in run["rows"]
+              if r["id"] != run["ex"] and r["status"] != "passed"]
+    problems = []
+    if mine["status"] != "failed":
+        problems.append(f"{run['ex']} {mine['status'].upper()}")
+    problems += others
+    message = mine["message"]
+    if NOT_PLAIN.search(message) or SAME_NUMBERS.search(message):
+        problems.append("message not plain")
+    if problems:
+        return "MISSED (" + ", ".join(problems) + "): " + message
+    return f"FAILED ({mine['failed']} of {mine['tests']} tests): {message}"
+
+
+def test_every_mutation_hits_a_real_line():
+    """Quick: every mistake above is planted in the code it names (the stage code moves)."""
+    for ex_id, mistakes in MUTATIONS.items():
+        ex = W.BY_ID[ex_id]
+        text = W.solution_text(ex)
+        first, last = W.exercise_span(text, ex)
+        code = "".join(text.splitlines(keepends=True)[first:last])
+        assert len(mistakes) >= 5, f"exercise {ex_id} has only {len(mistakes)} mistakes"
+        for mistake, old, _new in mistakes:
+            assert code.count(old) == 1, f"{ex_id} {mistake!r}: {old!r} is not once in {ex.qualname}"
+    assert set(MUTATIONS) == set(W.BY_ID)
+
+
+@pytest.mark.slow
+def test_each_planted_mistake_fails_that_exercise_and_only_it(tmp_path):
+    jobs = [(ex_id, k) for ex_id in MUTATIONS for k in range(len(MUTATIONS[ex_id]))]
+    only = os.environ.get("WORKBOOK_MUTATIONS")  # e.g. "4.1,5.3": a part of the suite
+    if only:
+        jobs = [j for j in jobs if j[0] in only.split(",")]
+    workers = max(1, min(4, (os.cpu_count() or 2) // 2))
+    with ThreadPoolExecutor(workers) as pool:
+        runs = list(pool.map(lambda job: grade_one(tmp_path, *job), jobs))
+    table = ["| Exercise | Mistake | Result |", "|---|---|---|"]
+    for run in runs:
+        cell = verdict(run).replace("|", "\\|")
+        table.append(f"| {run['ex']} | {run['mistake']} | {cell} |")
+    path = tmp_path / "mutations.md"
+    path.write_text("\n".join(table) + "\n", encoding="utf-8")
+    print("\n".join(table))
+    print(f"\nthe table: {path}")
+    missed = [f"{r['ex']} {r['mistake']}: {verdict(r)}\n{r['report']}" for r in runs
+              if not verdict(r).startswith("FAILED")]
+    assert not missed, "\n\n".join(missed)

@@ -1,0 +1,40 @@
+"""What each speed-up buys, measured: tools/bench.py's output, and its ratios as facts for
+the depth boxes of the stage 4 and stage 5 pages (they time; they do not train)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from .. import Job, Page
+from ..store import ROOT
+
+
+def write(page: Page) -> None:
+    out = page.dir / "bench.json"
+    page.dir.mkdir(parents=True, exist_ok=True)
+    text = subprocess.run([sys.executable, "tools/bench.py", "--json", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout
+    page.write("bench.txt", text.split("\njson: ")[0])
+    figures = json.loads(out.read_text())
+    out.unlink()
+    for section, data in figures.items():
+        if section in ("machine", "settings"):
+            continue
+        for part in ("results", "train", "eval", "quiet", "busy"):
+            for name, r in (data.get(part) or {}).items():
+                if isinstance(r, dict) and "vs_plain" in r:
+                    key = ".".join(filter(None, (section, "" if part == "results" else part, name)))
+                    page.fact(f"{key}.ratio", r["vs_plain"])
+                    page.fact(f"{key}.tokens_per_s", r["tokens_per_s"])
+        for flag in ("bfloat16_is_fast", "same_tokens"):
+            if flag in data:
+                page.fact(f"{section}.{flag}", data[flag])
+    page.fact("cpu", figures["machine"]["cpu"])
+
+
+JOBS = [Job("bench", write, files=("tools/bench.py", "stage2_bigram/harness.py",
+                                   "stage4_block/fast.py", "stage4_block/model.py",
+                                   "stage4_block/variants.py", "stage5_gpt/fast.py",
+                                   "stage5_gpt/model.py"))]
