@@ -159,13 +159,18 @@ def test_forward_is_embeddings_head_and_lm_head(pos):
     idx = torch.tensor([[1, 2, 3, 4, 5], [6, 0, 6, 0, 6]])  # T = 5 < block_size = 8
     logits, loss = m(idx)
     assert loss is None, f"without targets the loss should be None, got {loss!r}"
-    want = m.lm_head(m.sa_head(m.token_embedding_table(idx) + m.positions(5, idx.device)))
+    tok, where = m.token_embedding_table(idx), m.positions(5, idx.device)
+    want = m.lm_head(m.sa_head(tok + where))
     assert tuple(logits.shape) == (2, 5, 7), (
         f"logits should be (B, T, vocab_size) = (2, 5, 7), got {tuple(logits.shape)}")
     diff = (logits - want).abs().max().item()
+    wrong = {"no position embeddings (lm_head(sa_head(tok_emb)))": m.lm_head(m.sa_head(tok)),
+             "no attention head (lm_head(tok_emb + positions))": m.lm_head(tok + where),
+             "lm_head reading the token embeddings (lm_head(tok_emb))": m.lm_head(tok)}
+    named = [name for name, out in wrong.items() if torch.allclose(logits, out, atol=1e-5)]
     assert diff < 1e-5, (
         f"logits should be lm_head(sa_head(token embeddings + positions(T))); yours differ "
-        f"by up to {diff:.3g}")
+        f"by up to {diff:.3g}" + (f" and match those of {named[0]}" if named else ""))
 
 
 def test_positions_make_a_difference():

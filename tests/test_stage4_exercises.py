@@ -212,7 +212,7 @@ def block_mistakes(x, b) -> dict[str, torch.Tensor]:
         "ln_1 before both branches (ln_2 unused)": h + mlp(ln_1(h)),
         "the MLP before the attention": (lambda h: h + attn(ln_1(h)))(x + mlp(ln_2(x))),
         "the residual adds the normalised x (ln_1(x) + attn(ln_1(x)))":
-            (lambda h: ln_2(h) + mlp(ln_2(h)))(n1 + attn(n1)),
+            (lambda h: h + mlp(ln_2(h)))(n1 + attn(n1)),
         "both branches reading the same x (x + attn(ln_1(x)) + mlp(ln_2(x)))":
             x + attn(ln_1(x)) + mlp(ln_2(x)),
     }

@@ -138,6 +138,10 @@ def test_temperature_divides_the_logits_before_the_softmax(temperature):
     logits = torch.tensor([[0.0, 1.0, 2.0]])
     want = F.softmax(logits[0] / temperature, dim=-1)
     got = frequencies(logits, temperature=temperature)
+    assert (got - 1 / 3).abs().max() > 0.03, (
+        f"every token of logits [0, 1, 2] came about as often, {[round(p, 2) for p in got.tolist()]}, "
+        f"at temperature {temperature}: is the softmax taken over the vocabulary (the last "
+        "dimension of the (B, V) logits)?")
     assert (got - want).abs().max() < 0.03, (
         f"at temperature {temperature} the tokens of logits [0, 1, 2] should come "
         f"{[round(p, 2) for p in want.tolist()]} of the time (softmax(logits / temperature)), "

@@ -6,7 +6,8 @@ residual, an unscaled init, ...) are planted, one at a time, in a workbook whose
 exercise is otherwise the solution's. ``make grade`` must then report that exercise, and
 only that one, FAILED, with a message in plain words (no tensor dumps, no object
 addresses), and the section of the docs to read. The suite writes a table (exercise,
-mistake, result) to ``mutations.md`` in pytest's temporary folder, prints it and its path.
+mistake, result) to ``mutations.md`` in pytest's temporary folder, the grader's reports
+beside it, and prints the table and its path. ``WORKBOOK_MUTATIONS=4.1,5.3`` runs a part.
 """
 
 from __future__ import annotations
@@ -300,8 +301,11 @@ def test_each_planted_mistake_fails_that_exercise_and_only_it(tmp_path):
         table.append(f"| {run['ex']} | {run['mistake']} | {cell} |")
     path = tmp_path / "mutations.md"
     path.write_text("\n".join(table) + "\n", encoding="utf-8")
+    reports = tmp_path / "mutations-reports.txt"  # what `make grade` printed, for each
+    reports.write_text("\n\n".join(f"== {r['ex']}: {r['mistake']}\n{r['report']}" for r in runs)
+                       + "\n", encoding="utf-8")
     print("\n".join(table))
-    print(f"\nthe table: {path}")
+    print(f"\nthe table: {path}\nthe grader's reports: {reports}")
     missed = [f"{r['ex']} {r['mistake']}: {verdict(r)}\n{r['report']}" for r in runs
               if not verdict(r).startswith("FAILED")]
     assert not missed, "\n\n".join(missed)

@@ -68,10 +68,11 @@ GRACE = 20.0  # seconds past the time limit before a test that ignores being sto
 # Test files of whole command-line runs (seconds each, and they test the pieces only
 # through the others): `make test` runs them, the grader does not.
 END_TO_END = ("_cli.py", "_checkpoint.py", "_visualize.py")
-# In-process tests that take seconds and test no exercise (a real Ctrl-C, a timing, a
-# corpus of 100 MB): left out of grading.
+# In-process tests that take seconds and test the harness, not an exercise (a real
+# Ctrl-C in a fresh process, a timing, a corpus of 100 MB): left out of grading.
 HEAVY = ("tests/test_stage1_data.py::test_loading_a_big_corpus_takes_at_most_four_times_its_size",
          "tests/test_stage5_train.py::test_ctrl_c_saves_a_resumable_checkpoint",
+         "tests/test_stage5_train.py::test_resume_after_ctrl_c_with_a_new_max_iters",
          "tests/test_stage5_train.py::test_auto_precision_is_a_timed_choice_on_a_cpu")
 
 
@@ -423,8 +424,9 @@ def preflight(package_dir: Path, stage: int, learner: Path) -> dict:
                 solution = ROOT / STAGES[stage] / rel
                 blocked = [ex.id for ex in mine if ex.id not in found["failed"]]
                 for ex_id in blocked:
-                    found["waiting"][ex_id] = (f"waiting for the {problem} (outside the exercises; "
-                                               f"{learner.name}/{rel} cannot run until it is fixed)")
+                    found["waiting"][ex_id] = (
+                        f"waiting for {learner.name}/{rel} to compile: the syntax error at line "
+                        f"{line} (above) is outside the exercises")
                 found["notes"].append(
                     problem + (f" (outside the exercises: blocks {', '.join(blocked)})" if blocked
                                else "")
@@ -620,7 +622,9 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
                            and ex.id not in found[n]["failed"]]
                 for ex_id in blocked:
                     found[n]["waiting"][ex_id] = (
-                        f"waiting for {pkg}/{rel} to import: {problem['text']}")
+                        f"waiting for {pkg}/{rel} to import: {problem['text'].split(':')[0]}"
+                        + (f" at line {problem['line']}" if problem.get("line") else "")
+                        + " (above), outside the exercises")
                 found[n]["notes"].append(
                     f"{pkg}/{rel} does not import: {problem['text']}"
                     + (f" (blocks {', '.join(blocked)})" if blocked else "")
@@ -647,7 +651,8 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
     result = {"tests": list(rows.values()), "errors": end.get("errors", []),
               "imported": {k: str(folder / Path(v).relative_to(work))
                            for k, v in end.get("imported", {}).items()},
-              "preflight": {n: found[n] for n in stages}, "judged": settings["judged"],
+              "preflight": {n: found[n] for n in stages},
+              "judged": {**end.get("judged", {}), **settings["judged"]},
               "returncode": proc.returncode, "import_error": end.get("import_error")}
     return json.loads(json.dumps(result).replace(json.dumps(learner_prefix)[1:-1],
                                                  json.dumps(str(folder) + os.sep)[1:-1]))
@@ -694,9 +699,10 @@ def judge(result: dict, stage: int, package_dir: Path) -> list[dict]:
                        where=message.get("where") or "", test=best["nodeid"].split(" ")[0])
         elif graded:
             row["status"] = "passed"
-        else:
-            row.update(status="failed", message=(
-                f"no test reached your {ex.qualname}: is it still in {ex.file}, under that name?"))
+        else:  # the function is gone (renamed?), or no test ran it
+            row.update(status="failed", message=result.get("judged", {}).get(ex.id, {}).get(
+                "text", f"no test reached your {ex.qualname}: is it still in {ex.file}, under "
+                        "that name?"))
         rows.append(row)
     return rows
 
@@ -711,10 +717,11 @@ def summary(result: dict, rows: list[dict]) -> tuple[list[str], bool]:
         lines.append(f"  {note}")
     for r in rows:
         ex = BY_ID[r["id"]]
-        detail = {"todo": f"{r['reached']} tests will grade it",
-                  "failed": (f"{r['failed']} of {r['tests']} tests fail" if r["tests"]
+        detail = {"todo": f"{tests_(r['reached'])} will grade it",
+                  "failed": (f"{r['failed']} of {tests_(r['tests'])} "
+                             + ("fails" if r["failed"] == 1 else "fail") if r["tests"]
                              else "not graded"),
-                  "passed": f"{r['tests']} tests pass",
+                  "passed": f"{tests_(r['tests'])} " + ("passes" if r["tests"] == 1 else "pass"),
                   "waiting": "not graded yet"}[r["status"]]
         lines.append(f"  {r['id']}  {r['title']:<{width}}  {r['status'].upper():<7}  {detail}")
         if r["status"] != "passed":
@@ -744,8 +751,13 @@ def summary(result: dict, rows: list[dict]) -> tuple[list[str], bool]:
                                                            ("waiting", "waiting")) if counts[s])
         + f"; {len(tests)} tests ran, {n_failed} failed"
         + (" (the open exercises ran the solution's code)." if counts["todo"] else "."))
-    ok = counts["passed"] == len(rows) and n_failed == 0 and not result["errors"] and tests != []
+    ok = (counts["passed"] == len(rows) and n_failed == 0 and not result["errors"]
+          and not found.get("notes") and tests != [])
     return lines, ok
+
+
+def tests_(n: int) -> str:
+    return f"{n} test" if n == 1 else f"{n} tests"
 
 
 def shorten(text: str, limit: int) -> str:
@@ -846,7 +858,6 @@ _ALARMS = 0
 _BEAT: mmap.mmap | None = None
 _PACKAGES: dict[str, Path] = {}  # package -> its folder in the snapshot
 _ERRORS: list[str] = []
-_ROWS: list[dict] = []
 
 
 class TimeLimit(BaseException):  # noqa: N818 (not an Exception: `except Exception` lets it pass)
@@ -1055,7 +1066,7 @@ def _describe(item, reports) -> dict:
         if statement:
             detail = f"the test's check `{statement}` failed" + (
                 f" ({detail.removeprefix('this check failed: ')})"
-                if detail and "==" in detail or "expected" in detail else "")
+                if "==" in detail or "expected" in detail else "")
         return {"kind": "assert", "text": detail or "an assertion failed", "where": where}
     name = type(exc).__name__
     text = f"{name}: {exc}" if str(exc) else name
@@ -1277,14 +1288,25 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 
 
 def pytest_collectreport(report) -> None:
-    if _S is not None and report.failed:
-        _ERRORS.append(f"{report.nodeid}: {plain(report.longreprtext[-1500:])}")
+    if _S is None or not report.failed:
+        return
+    text = report.longreprtext
+    # A test module that does not import because a module of the learner's does not: that
+    # module's file and line, for the grader to put the repository's in its place.
+    found = list(re.finditer(re.escape(_S["folder"].rstrip("/")) + r"/([\w/]+\.py):(\d+)", text))
+    error = next((line[1:].strip() for line in reversed(text.splitlines())
+                  if line.startswith("E ")), "")
+    if found and "import_error" not in _RUN:
+        _RUN["import_error"] = {"file": found[-1][1], "line": int(found[-1][2]), "text": (
+            f"{error} (line {found[-1][2]})")}
+    _ERRORS.append(f"{report.nodeid}: {plain(error or text[-500:])}")
 
 
 def pytest_sessionfinish(session) -> None:
     if _S is None:
         return
-    _write({"errors": _ERRORS, "imported": _S.get("imported", {}), "judged": _JUDGED})
+    _write({"errors": _ERRORS, "imported": _S.get("imported", {}), "judged": _JUDGED,
+            "import_error": _RUN.get("import_error")})
 
 
 # --- command line -------------------------------------------------------------------
@@ -1322,8 +1344,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # killed: clean up on the way out (no process, no folder left)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
     try:
         if args.command == "list":
             for ex in EXERCISES:

@@ -8,8 +8,8 @@ Three parts, each small:
 - ``pages/``, one module per docs page: its ``JOBS`` say which stored runs each job reads
   and its action writes the page's files from them, into ``docs/generated/<job>/``;
   nothing here trains: a job only reads runs, which the store makes first;
-- ``say.py``: a reading or a table is one set of facts and two templates, English and
-  Chinese.
+- ``tables.py``: a table is one set of rows with an English and a Chinese header; a
+  reading is prose in each edition over the same facts, checked (docs/hooks/facts.py).
 
 A job is data: a name, its inputs (runs, repository files, its own module's code) and an
 action. ``docs/generated/manifest.json`` records each job's input key; a job is stale
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import store
-from .say import say, table
+from .tables import table
 from .store import ROOT, Run, Stored, code_key
 
-__all__ = ["GEN", "Job", "Page", "Run", "Stored", "say", "table"]
+__all__ = ["GEN", "Job", "Page", "Run", "Stored", "table"]
 
 GEN = ROOT / "docs" / "generated"
 MANIFEST = GEN / "manifest.json"
@@ -48,7 +48,7 @@ class Job:
     files: tuple[str, ...] = ()  # repository files or folders the action reads or runs
 
     def key(self) -> str:
-        code = [Path(sys.modules[self.action.__module__].__file__), HERE / "say.py",
+        code = [Path(sys.modules[self.action.__module__].__file__), HERE / "tables.py",
                 HERE / "__init__.py"]
         parts = {"name": self.name, "code": code_key(*code),
                  "files": code_key(*(ROOT / f for f in self.files)) if self.files else "",

@@ -198,7 +198,7 @@ def execute(run: Run) -> Stored:
     stored = Stored(command=run.command, key=run.key(), seconds=round(time.time() - t0, 1),
                     stdout=proc.stderr if run.fails else stdout, machine=machine())
     out = work / "out" / run.stage
-    if run.module == "train":
+    if run.module == "train" and not run.fails:
         stored.metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))
         stored.log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     shutil.rmtree(run_dir(run), ignore_errors=True)

@@ -2,10 +2,11 @@
  *
  * The forward pass below mirrors stage5_gpt/model.py line for line (GPT.forward,
  * Block, CausalSelfAttention on its explicit "trace" path, MLP, LayerNorm), for one
- * sequence (B = 1). It reads the weights that tools/docs_explorer.py exported from
- * the checkpoint (docs/generated/explorer/<lang>.json and <lang>.bin, float32) and
- * computes in float64: the tests compare its logits and attention weights with
- * PyTorch's to 1e-4. Nothing is fetched from outside the site.
+ * sequence (B = 1). It reads the weights that tools/docs/pages/explorer.py exported
+ * from the checkpoint (docs/generated/explorer/<lang>.json and <lang>.bin: little-endian
+ * float16, or float32 when the header says so) and computes in float64: the tests
+ * compare its logits and attention weights with PyTorch's, run on the same exported
+ * weights, to 1e-4. Nothing is fetched from outside the site.
  *
  * Markup: <div class="gpt-explorer" data-lang="en"></div>; data-compact="true" for
  * the short version. The page also gets window.gptExplorer (load, forward), which
@@ -30,18 +31,17 @@
     fileSystem: "探索器用 fetch() 读取模型的权重，而浏览器不允许从文件系统直接打开的页面这样做。"
       + "请通过 HTTP 访问整个站点：把英文版和中文版都构建到 site/ 之后，运行 "
       + "python -m http.server --directory site，再打开 http://127.0.0.1:8000/zh/。",
-    loadFailed: (why) => `模型加载失败（${why}）。请运行 python tools/gen_docs.py --only explorer_en `
-      + "explorer_zh，然后重新构建文档。",
+    loadFailed: (why) => `模型加载失败（${why}）。请运行 python -m tools.docs explorer，然后重新构建文档。`,
     gridLabel: "每一层、每个头的注意力图",
-    mapsHelp: "每张小图是一个头（行：第 1 层到第 n 层；列：各个头）。选一张即可放大查看。",
+    mapsHelp: (L, H) => `每张小图是一个头（行：第 0 层到第 ${L - 1} 层；列：第 0 个到第 ${H - 1} 个头）。选一张即可放大查看。`,
     headAxis: (h) => `头 ${h}`,
     layerAxis: (l) => `第 ${l} 层`,
-    thumb: (l, h) => `第 ${l} 层，头 ${h}`,
-    caption: (l, h) => `第 ${l} 层，头 ${h}：每一行是一个查询字符，每一列是一个键；颜色越浓，权重越大（每行之和为 1）`,
-    bigLabel: (l, h) => `第 ${l} 层、头 ${h} 的注意力图；用方向键选择查询所在的行`,
+    thumb: (l, h) => `第 ${l} 层，第 ${h} 个头`,
+    caption: (l, h) => `第 ${l} 层，第 ${h} 个头：每一行是一个查询字符，每一列是一个键；颜色越浓，权重越大（每行之和为 1）`,
+    bigLabel: (l, h) => `第 ${l} 层第 ${h} 个头的注意力图；用方向键选择查询所在的行`,
     noMap: "没有注意力图：没有可读的字符",
     headViewCaption: "头视图：从查询（上方）连到它读取的各个键（下方）",
-    headViewLabel: (l, h) => `第 ${l} 层、头 ${h} 的头视图；用方向键选择查询字符`,
+    headViewLabel: (l, h) => `第 ${l} 层第 ${h} 个头的头视图；用方向键选择查询字符`,
     readout: (ch, q, most) => `查询“${ch}”（位置 ${q}）最关注：${most.join("、")}`,
     readoutKey: (ch, j, w) => `位置 ${j} 的“${ch}”（${w}）`,
     next: "下一个字符",
@@ -55,8 +55,12 @@
       + `${list.join("、")}${more ? `，另有 ${more} 个` : ""}。字符级模型只为训练文本里出现过的每个字符`
       + "准备一行嵌入，其他字符什么都没有，所以模型读提示词时会跳过它们。",
     unknownChar: (ch, code) => `“${ch}”（${code}）`,
-    cropped: (B, n) => `只使用最后 ${B} 个字符（开头略去了 ${n} 个）：block_size 是 ${B}，`
-      + "即模型学过位置的最长上下文；generate() 也是这样截断的。",
+    reads: "模型读入的字符（⏎ 是换行，␣ 是空格）：",
+    promptHelp: "回车键换行：换行符和其他字符一样，也是一个字符。",
+    cropped: (B, n, half) => `模型只读最后 ${B} 个字符（开头略去了 ${n} 个）：它只为 ${B} 个位置学过位置嵌入`
+      + `（block_size）。generate() 和 stream() 的第一步也这样截取；之后不用 KV 缓存时，每一步都读最后 ${B} 个字符；`
+      + `用 KV 缓存时（默认），每一步只加入一个新字符，缓存存满 ${B} 个字符后，再从最后 ${half} 个字符重新建立缓存。`
+      + `本页每次都读最后 ${B} 个字符。`,
     typeOne: (name) => `请至少输入一个${name}模型认识的字符。`,
     status: (name, T, B, L, H, ms) => `${name}模型：用了 ${B} 个位置中的 ${T} 个，${L} 层 × ${H} 个头；`
       + `本页中一次前向传播耗时 ${ms} ms。`,
@@ -69,9 +73,10 @@
       + "page opened from the file system. Serve the site instead: mkdocs serve, or "
       + "python -m http.server --directory site, then open http://127.0.0.1:8000/.",
     loadFailed: (why) => `The model could not be loaded (${why}). Rebuild the docs after `
-      + "python tools/gen_docs.py --only explorer_en explorer_zh.",
+      + "python -m tools.docs explorer.",
     gridLabel: "attention map of every layer and head",
-    mapsHelp: "Each small map is one head (rows: layers 1 to n, columns: heads). Choose one to see it large.",
+    mapsHelp: (L, H) => `Each small map is one head (rows: layers 0 to ${L - 1}, columns: heads 0 to ${H - 1}). `
+      + "Choose one to see it large.",
     headAxis: (h) => `head ${h}`,
     layerAxis: (l) => `layer ${l}`,
     thumb: (l, h) => `layer ${l}, head ${h}`,
@@ -95,9 +100,14 @@
       + "one embedding row per character of its training text and nothing for any other character, "
       + "so it reads the prompt without them.",
     unknownChar: (ch, code) => `“${ch}” (${code})`,
-    cropped: (B, n) => `Only the last ${B} characters are used (${n} left out at the start): `
-      + `block_size is ${B}, the longest context the model has learned positions for, `
-      + "and generate() crops the same way.",
+    reads: "The model reads (⏎ is a newline, ␣ a space):",
+    promptHelp: "Enter starts a new line: the newline is a character like any other.",
+    cropped: (B, n, half) => `The model reads only the last ${B} characters (${n} left out at the start): `
+      + `it has learned position embeddings for ${B} places (block_size). generate() and stream() `
+      + `start the same way; after that, without the KV cache they read the last ${B} characters at `
+      + `every step, and with it (the default) they add one character at a time until the cache `
+      + `holds ${B}, then start the cache again from the last ${half}. This page reads the last ${B} `
+      + "every time.",
     typeOne: (name) => `Type at least one character the ${name} model knows.`,
     status: (name, T, B, L, H, ms) => `${name} model: ${T} of ${B} positions, `
       + `${L} layers x ${H} heads; forward pass ${ms} ms in this page.`,
@@ -118,7 +128,7 @@
         }
         const w = {};
         for (const t of header.tensors) {
-          w[t.name] = new Float32Array(buffer, t.offset, t.shape.reduce((a, b) => a * b, 1));
+          w[t.name] = decode(buffer, t.offset, t.shape.reduce((a, b) => a * b, 1), header.dtype || "float32");
         }
         const stoi = new Map(header.vocab.map((ch, i) => [ch, i]));
         return { lang, header, config: header.config, vocab: header.vocab, stoi, w, bytes: buffer.byteLength };
@@ -126,6 +136,29 @@
       models[lang].catch(() => { delete models[lang]; }); // a later call may try again
     }
     return models[lang];
+  }
+
+  // n little-endian numbers from byte ``offset`` on, as a Float32Array. float16 (what the
+  // export writes: half the bytes) becomes float32 exactly, as numpy's astype does in
+  // load_export: every float16 number is a float32 number.
+  function decode(buffer, offset, n, dtype) {
+    const view = new DataView(buffer), out = new Float32Array(n);
+    if (dtype === "float32") {
+      for (let i = 0; i < n; i++) out[i] = view.getFloat32(offset + 4 * i, true);
+    } else if (dtype === "float16") {
+      for (let i = 0; i < n; i++) out[i] = halfToFloat(view.getUint16(offset + 2 * i, true));
+    } else {
+      throw new Error(`weights stored as ${dtype}: this page reads float16 or float32`);
+    }
+    return out;
+  }
+
+  // IEEE 754 half precision: 1 sign bit, 5 exponent bits (bias 15), 10 fraction bits.
+  function halfToFloat(h) {
+    const sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 0x1f, frac = h & 0x3ff;
+    if (exp === 0) return sign * frac * 2 ** -24; // zero and the subnormal numbers
+    if (exp === 31) return frac ? NaN : sign * Infinity;
+    return sign * (1 + frac / 1024) * 2 ** (exp - 15);
   }
 
   async function fetchOk(url) {
@@ -365,10 +398,13 @@
       this.root.dataset.state = "loading";
       this.radios = Object.keys(LANG_NAMES).map((lang) => el("input", {
         type: "radio", name: `${id}-model`, value: lang, onchange: () => this.setLang(lang) }));
-      this.prompt = el("input", { type: "text", id: `${id}-prompt`, class: "gx-prompt", spellcheck: "false",
-        autocomplete: "off", autocapitalize: "off", oninput: () => this.run() });
+      // A textarea: the prompt may hold newlines (Enter), characters like any other.
+      this.prompt = el("textarea", { id: `${id}-prompt`, class: "gx-prompt", rows: "2", spellcheck: "false",
+        autocomplete: "off", autocapitalize: "off", "aria-describedby": `${id}-prompt-help ${id}-notes`,
+        oninput: () => this.run() });
+      this.reads = el("code", { class: "gx-reads-text" });
       this.status = el("p", { class: "gx-status", role: "status", "aria-live": "polite" });
-      this.notes = el("div", { class: "gx-notes", "aria-live": "polite" });
+      this.notes = el("div", { class: "gx-notes", id: `${id}-notes`, "aria-live": "polite" });
       this.grid = el("div", { class: "gx-grid", role: "group", "aria-label": TEXT.gridLabel });
       this.bigCaption = el("figcaption", { class: "gx-caption" });
       this.big = el("canvas", { class: "gx-big", tabindex: "0", role: "img" });
@@ -383,10 +419,13 @@
       this.sampleButton = el("button", { type: "button", class: "md-button md-button--primary gx-sample",
         onclick: () => this.sampleNext() }, TEXT.sample);
       this.top = el("ol", { class: "gx-top", "aria-label": TEXT.topLabel });
+      this.mapsHelp = el("p", { class: "gx-help" });
 
       const models = el("fieldset", { class: "gx-models" }, el("legend", { text: TEXT.model }),
         ...this.radios.map((r) => el("label", {}, r, ` ${LANG_NAMES[r.value]}`)));
       const prompt = el("label", { class: "gx-prompt-label", for: `${id}-prompt` }, TEXT.prompt);
+      const promptHelp = el("p", { class: "gx-help", id: `${id}-prompt-help`, text: TEXT.promptHelp });
+      const reads = el("p", { class: "gx-reads" }, el("span", { text: TEXT.reads }), " ", this.reads);
       const bigBox = el("figure", { class: "gx-bigbox" }, this.bigCaption,
         el("div", { class: "gx-scroll" }, this.big), this.readout);
       const viewBox = el("figure", { class: "gx-viewbox" },
@@ -399,10 +438,11 @@
           el("label", { for: `${id}-topk` }, TEXT.topK), this.topK),
         this.top, this.sampleButton);
       this.root.append(
-        el("div", { class: "gx-controls" }, models, el("div", { class: "gx-prompt-row" }, prompt, this.prompt)),
-        this.status, this.notes,
+        el("div", { class: "gx-controls" }, models,
+          el("div", { class: "gx-prompt-row" }, prompt, this.prompt, promptHelp)),
+        reads, this.status, this.notes,
         el("div", { class: "gx-maps" },
-          el("div", { class: "gx-gridbox" }, el("p", { class: "gx-help", text: TEXT.mapsHelp }), this.grid), bigBox),
+          el("div", { class: "gx-gridbox" }, this.mapsHelp, this.grid), bigBox),
         ...(this.compact ? [] : [viewBox]), next);
 
       // The large map and the head view: hover, tap or arrow keys choose the query.
@@ -455,8 +495,6 @@
       if (first || !this.prompt.value || (old && this.prompt.value === old.header.example)) {
         this.prompt.value = model.header.example;
       }
-      this.prompt.setAttribute("aria-describedby", `gx${this.id}-notes`);
-      this.notes.id = `gx${this.id}-notes`;
       this.layer = Math.min(this.layer, c.n_layer - 1);
       this.head = Math.min(this.head, c.n_head - 1);
       this.buildGrid();
@@ -470,13 +508,15 @@
       this.grid.textContent = "";
       this.grid.style.gridTemplateColumns = `auto repeat(${n_head}, minmax(0, 1fr))`;
       this.grid.append(el("span", {}));
-      for (let h = 0; h < n_head; h++) this.grid.append(el("span", { class: "gx-axis", text: TEXT.headAxis(h + 1) }));
+      this.mapsHelp.textContent = TEXT.mapsHelp(n_layer, n_head);
+      // Layers and heads count from 0, as everywhere in the course (transformer.h[0], ...).
+      for (let h = 0; h < n_head; h++) this.grid.append(el("span", { class: "gx-axis", text: TEXT.headAxis(h) }));
       this.thumbs = [];
       for (let l = 0; l < n_layer; l++) {
-        this.grid.append(el("span", { class: "gx-axis", text: TEXT.layerAxis(l + 1) }));
+        this.grid.append(el("span", { class: "gx-axis", text: TEXT.layerAxis(l) }));
         for (let h = 0; h < n_head; h++) {
           const canvas = el("canvas", { "aria-hidden": "true" });
-          const button = el("button", { type: "button", class: "gx-thumb", "aria-label": TEXT.thumb(l + 1, h + 1),
+          const button = el("button", { type: "button", class: "gx-thumb", "aria-label": TEXT.thumb(l, h),
             onclick: () => { this.layer = l; this.head = h; this.draw(); } }, canvas);
           this.thumbs.push({ l, h, button, canvas });
           this.grid.append(button);
@@ -500,13 +540,15 @@
       const { chars, ids, unknown, cropped } = this.encode();
       const m = this.model, name = LANG_NAMES[m.lang];
       this.notes.textContent = "";
+      this.reads.textContent = chars.map(shown).join("");
       if (unknown.length) {
         const list = unknown.slice(0, 12).map((ch) => TEXT.unknownChar(shown(ch), codePoint(ch)));
         this.notes.append(el("p", { class: "gx-unknown" },
           TEXT.unknown(name, m.config.vocab_size, list, Math.max(0, unknown.length - 12))));
       }
       if (cropped) {
-        this.notes.append(el("p", { class: "gx-cropped" }, TEXT.cropped(m.config.block_size, cropped)));
+        const B = m.config.block_size;
+        this.notes.append(el("p", { class: "gx-cropped" }, TEXT.cropped(B, cropped, Math.max(1, Math.floor(B / 2)))));
       }
       if (!ids.length) {
         this.result = null;
@@ -542,7 +584,7 @@
         const g = sizeCanvas(t.canvas, size, size);
         if (res) this.paintMap(g, res.maps[t.l][t.h], res.T, 0, 0, size / res.T, c);
       }
-      this.bigCaption.textContent = TEXT.caption(this.layer + 1, this.head + 1);
+      this.bigCaption.textContent = TEXT.caption(this.layer, this.head);
       this.drawQuery(c);
     }
 
@@ -609,7 +651,7 @@
       g.strokeStyle = c.mark;
       g.lineWidth = 2;
       g.strokeRect(label + 1, label + q * cell + 1, (q + 1) * cell - 2, cell - 2); // the query's row
-      this.big.setAttribute("aria-label", TEXT.bigLabel(this.layer + 1, this.head + 1));
+      this.big.setAttribute("aria-label", TEXT.bigLabel(this.layer, this.head));
 
       const ranked = Array.from({ length: q + 1 }, (_, j) => j).sort((a, b) => wts[q * T + b] - wts[q * T + a]);
       const text = TEXT.readout(shown(chars[q]), q,
@@ -640,7 +682,7 @@
         gv.fillStyle = i > q ? c.muted : a11yText(c, wts[q * T + i]);
         gv.fillText(shown(chars[i]), (i + 0.5) * v.cell, bottom + v.font / 2 + 2);
       }
-      this.headView.setAttribute("aria-label", TEXT.headViewLabel(this.layer + 1, this.head + 1));
+      this.headView.setAttribute("aria-label", TEXT.headViewLabel(this.layer, this.head));
       this.headText.textContent = text;
     }
 
@@ -667,10 +709,13 @@
       }
     }
 
+    // One step of generate(): the sampled character, whatever it is (a newline too), goes
+    // at the end of the prompt, and the model reads the longer text.
     sampleNext() {
       if (!this.result || !this.probs) return;
       const i = sample(this.probs);
       this.prompt.value += this.model.vocab[i];
+      this.prompt.scrollTop = this.prompt.scrollHeight;
       this.query = -1;
       this.run();
     }

@@ -4,6 +4,7 @@ the depth boxes of the stage 4 and stage 5 pages (they time; they do not train).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -23,8 +24,10 @@ def write(page: Page) -> None:
         if section in ("machine", "settings"):
             continue
         for part in ("results", "train", "eval", "quiet", "busy"):
-            for name, r in (data.get(part) or {}).items():
-                if isinstance(r, dict) and "vs_plain" in r:
+            results = data.get(part) or {}
+            for name, r in results.get("results", results).items():  # (f) nests its results
+                if isinstance(r, dict) and "vs_plain" in r:  # "batched (CPU default)" -> batched
+                    name = re.sub(r"\W+", "_", name.split(" (")[0]).strip("_").lower()
                     key = ".".join(filter(None, (section, "" if part == "results" else part, name)))
                     page.fact(f"{key}.ratio", r["vs_plain"])
                     page.fact(f"{key}.tokens_per_s", r["tokens_per_s"])

@@ -112,21 +112,24 @@ def schedule(page: Page) -> None:
             "nanogpt-cpu": parser.parse_args([f"--{k.replace('_', '-')}={v}" for k, v in
                                               SETTINGS["nanogpt-cpu"].items()
                                               if k not in ("bias", "data")])}
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120, constrained_layout=True)
-    rows = []
+    rows, curves = [], {}
     for name, args in runs.items():
-        lrs = [get_lr(s, args) for s in range(args.max_iters)]
-        ax.plot(range(args.max_iters), lrs, label=name)
+        lrs = curves[name] = [get_lr(s, args) for s in range(args.max_iters)]
         half = args.warmup_iters + (args.max_iters - args.warmup_iters) // 2
         rows.append((name, f"{args.lr:g}", args.warmup_iters, f"{lrs[half]:.2e}",
                      f"{lrs[-1]:.2e}", args.max_iters))
         page.fact(f"lr.{name}.warmup", args.warmup_iters)
         page.fact(f"lr.{name}.steps", args.max_iters)
-    ax.set(xlabel="step", ylabel="learning rate")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.savefig(page.dir / "lr_schedule.png")
-    plt.close(fig)
+    for tag, (x, y, default) in {"": ("step", "learning rate", "defaults"),
+                                 "_zh": ("步数", "学习率", "默认设置")}.items():
+        fig, ax = plt.subplots(figsize=(7, 3.6), dpi=120, constrained_layout=True)
+        for name, lrs in curves.items():
+            ax.plot(range(len(lrs)), lrs, label=default if name == "defaults" else name)
+        ax.set(xlabel=x, ylabel=y)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.savefig(page.dir / f"lr_schedule{tag}.png")
+        plt.close(fig)
     page.both("lr_schedule", table(
         {"en": ["settings", "peak --lr", "warmup steps", "lr halfway", "last lr", "steps"],
          "zh": ["设置", "峰值 --lr", "预热步数", "中途的学习率", "最后的学习率", "总步数"]},

@@ -21,7 +21,8 @@ ERRORS = (Run("stage5_gpt", "--lr", "1e6", "--warmup-iters", "0", "--grad-clip",
               "--max-iters", "60", fails=True),
           Run("stage2_bigram", "--prompt", "naïve", module="sample", fails=True,
               after=RUNS["stage2_bigram", "en", SEEDS[0]]),
-          Run("stage2_bigram", "--device", "mps", fails=True))
+          Run("stage2_bigram", "--device", "mps", fails=True),
+          Run("stage5_gpt", "--lr", "1e-4", "--min-lr", "1e-3", fails=True))
 
 FLOOR = 0.002  # the narrowest range: below this, runs differ by rounding alone
 
@@ -51,7 +52,11 @@ def write(page: Page) -> None:
             spreads[data] = max(FLOOR, max(vals) - min(vals))
         wide = max(spreads.values())
         runs = [(f"defaults, --data {d}", RUNS[stage, d, SEEDS[0]], spreads[d]) for d in spreads]
-        runs += [(f"defaults, --data {d}", CLASSIC_RUNS[stage, d], wide) for d in ("shakespeare", "tang")]
+        for d in ("shakespeare", "tang"):
+            run = CLASSIC_RUNS[stage, d]
+            short = " ".join(run.flags[run.flags.index("--max-iters"):][:2]) + ", " \
+                if "--max-iters" in run.flags else "defaults, "
+            runs.append((f"{short}--data {d}", run, wide))
         if stage == "stage5_gpt":
             runs += [(f"--preset {r.flags[1]}", r, wide) for r in PRESET_RUNS.values()]
         for name, run, tol in runs:
@@ -75,6 +80,10 @@ def write(page: Page) -> None:
     stuck = page.stored(STUCK).stdout
     page.write("stuck.txt", f"$ {STUCK.command}\n" + "\n".join(
         line for line in stuck.splitlines() if line.startswith("step")))
+    log = page.stored(STUCK).log
+    page.fact("stuck.first", log[0]["val"])
+    page.fact("stuck.last", log[-1]["val"])
+    page.fact("stuck.steps", log[-1]["step"])
     page.write("errors.txt", transcript(page, ERRORS))
     page.both("references", table({"en": ["stage", "settings", "final val loss", "time (s)"],
                                    "zh": ["阶段", "设置", "最后的验证损失", "时间（秒）"]},
