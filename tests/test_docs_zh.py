@@ -127,6 +127,7 @@ def english_paragraphs(markdown: str) -> list[str]:
         prose = " ".join(ln.strip() for ln in lines)
         prose = INLINE_MATH.sub("", prose)
         prose = re.sub(r"`[^`]*`", "", prose)
+        prose = re.sub(r"\{\{fact [^}]*\}\}", "", prose)  # a quoted fact is no English
         words = re.findall(r"[A-Za-z]{3,}", prose)
         if len(words) >= 6 and not CJK.search(prose):
             found.append(prose[:120])

@@ -135,8 +135,9 @@ def test_the_stage_prints_what_it_teaches_and_its_commands(capsys):
     about, commands = out.split("\n\nCommands (each has --help):\n")
     assert about == stage2_bigram.__doc__.strip()
     assert commands.splitlines() == [
-        "  python -m stage2_bigram.sample  Generate text from a trained checkpoint",
-        "  python -m stage2_bigram.train   Train this stage's model and save it",
+        "  python -m stage2_bigram.sample    Generate text from a trained checkpoint",
+        "  python -m stage2_bigram.torchrun  torchrun with a clean Ctrl-C",
+        "  python -m stage2_bigram.train     Train this stage's model and save it",
     ]
     code, out, _ = _exit_code(capsys, stage_main, "--help")
     assert code == 0 and "Stage 2: the bigram model, the first language model." in out

@@ -292,6 +292,7 @@ def test_the_stage_prints_what_it_teaches_and_its_commands(capsys):
         "  python -m stage3_attention.buildup    From averaging the past to self-attention, "
         "in four steps",
         "  python -m stage3_attention.sample     Generate text from a trained checkpoint",
+        "  python -m stage3_attention.torchrun   torchrun with a clean Ctrl-C",
         "  python -m stage3_attention.train      Train this stage's model and save it",
         "  python -m stage3_attention.visualize  Look inside a trained model with figures",
     ]

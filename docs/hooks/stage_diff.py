@@ -54,7 +54,8 @@ DOCSTRING_ZH = {  # a docstring's gist in Chinese, by "stage/file" or by file (e
     "buildup.py": "从对过去取平均到自注意力，分四步", "prompts.py": "图里看的提示文本：用模型检查过，或从数据里挑选",
     "fast.py": "不改变任何想法的加速：同样的计算，在 CPU 上更快", "presets.py": "第五步训练器的命名设置（--preset）",
     "variants.py": "块的变体：逐头写出的多头注意力、2017 年 Transformer 的层归一化位置、拿掉某个部分的块",
-    "gpt2.py": "GPT-2 的权重，逐个名字对应到这一步的 GPT", "lens.py": "训练好的 GPT 学到了什么，用数字和图展示",
+    "gpt2.py": "GPT-2 的权重，逐个名字对应到这一步的 GPT", "torchrun.py": "torchrun，按 Ctrl-C 时干净地结束",
+    "lens.py": "训练好的 GPT 学到了什么，用数字和图展示",
 }
 
 

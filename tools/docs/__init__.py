@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import store
-from .tables import table
 from .store import ROOT, Run, Stored, code_key
+from .tables import table
 
 __all__ = ["GEN", "Job", "Page", "Run", "Stored", "table"]
 

@@ -31,7 +31,7 @@ def attention(page: Page, data: str, labels: dict | None, tag: str) -> None:
     prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
     out = page.dir / f"attention_{data}{tag}"
     for path in attention_layer_figures(model, tok, prompt, out, labels or LABELS):
-        path.rename(page.dir / f"{out.name}_{path.stem.removeprefix('attention_')}.png")
+        path.rename(page.dir / f"attention_{data}_{path.stem.removeprefix('attention_')}{tag}.png")
     out.rmdir()
     page.fact(f"{data}.prompt", prompt)
 
