@@ -47,7 +47,8 @@ def render(markdown: str, where: str, known: dict) -> str:
     def fact(m: re.Match) -> str:
         if m.group(1) not in known:
             raise ValueError(f"{where}: no fact {m.group(1)!r} (see docs/generated/*/facts.json)")
-        return format(known[m.group(1)], m.group(2) or "")
+        value = known[m.group(1)]  # a newline would end the paragraph or tab: shown as ⏎
+        return format(value.replace("\n", "⏎") if isinstance(value, str) else value, m.group(2) or "")
 
     names = namespace(known)
     for m in CHECK.finditer(markdown):
