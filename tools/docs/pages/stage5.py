@@ -5,11 +5,12 @@ computation, a sample, and the learning-rate schedule."""
 from __future__ import annotations
 
 from .. import Job, Page, Run, table
-from . import ZH_LABELS, preset, train
+from . import CLASSIC, ZH_LABELS, classic, preset, train
 from .stage2 import training
 
 STAGE = "stage5_gpt"
 RUNS = {d: train(STAGE, d) for d in ("en", "zh")}
+CLASSIC_RUNS = {d: classic(STAGE, d) for d in CLASSIC}  # the defaults on the classic corpora
 PRESETS = {name: preset(name) for name in ("shakespeare-2min", "tang-2min", "nanogpt-cpu")}
 PROMPTS = {"en": ("TEACHER:", "Pip the"), "zh": ("老师：", "小狐狸")}  # sample, inspect
 SAMPLES = {d: Run(STAGE, "--prompt", p[0], "--tokens", "300", "--temperature", "0.8",
@@ -137,7 +138,7 @@ def schedule(page: Page) -> None:
 
 
 def write(page: Page) -> None:
-    training(page, STAGE, {**RUNS, **PRESETS})
+    training(page, STAGE, {**RUNS, **CLASSIC_RUNS, **PRESETS})
     for data in RUNS:
         figures(page, data)
         embeddings(page, data)
@@ -147,5 +148,5 @@ def write(page: Page) -> None:
     schedule(page)
 
 
-JOBS = [Job("stage5", write, runs=(*RUNS.values(), *PRESETS.values(), *SAMPLES.values(),
-                                   *INSPECT.values()), files=(STAGE,))]
+JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
+                                   *SAMPLES.values(), *INSPECT.values()), files=(STAGE,))]
