@@ -268,6 +268,8 @@ def verdict(run: dict) -> str:
     message = mine["message"]
     if NOT_PLAIN.search(message) or SAME_NUMBERS.search(message):
         problems.append("message not plain")
+    if f"read: {W.BY_ID[run['ex']].docs}" not in run["report"]:
+        problems.append("no docs section to read")
     if problems:
         return "MISSED (" + ", ".join(problems) + "): " + message
     return f"FAILED ({mine['failed']} of {mine['tests']} tests): {message}"
