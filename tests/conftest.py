@@ -224,8 +224,29 @@ class BackgroundRuns:
 # Slow tests run last, when the runs are likely finished.
 
 
+# Tests of many seconds each whose point another fast test already makes for one stage or
+# one case: `make test-slow` runs them (CI runs both), keeping `make test` near two minutes.
+SLOW_HERE = (
+    "tests/test_plots.py::test_figures_print_no_font_warnings",  # a fresh matplotlib each
+    "tests/test_plots.py::test_the_packaged_variable_font_prints_no_font_warnings",
+    "tests/test_plots.py::test_the_system_font_is_preferred_for_its_static_weights",
+    "tests/test_stage1_data.py::test_loading_a_big_corpus_takes_at_most_four_times_its_size",
+    *(f"tests/test_harness.py::{test}[{stage}]"  # stage 5 stays in the fast suite
+      for test in ("test_sample_into_a_closed_pipe_stops_quietly",
+                   "test_interrupted_then_resumed_with_default_flags_equals_one_run")
+      for stage in ("stage2_bigram", "stage3_attention", "stage4_block")),
+    "tests/test_workbook.py::test_a_module_that_does_not_import_makes_its_exercises_wait",
+    "tests/test_workbook.py::test_an_endless_loop_meets_the_time_limit_and_the_rest_is_graded",
+    "tests/test_workbook.py::test_a_syntax_error_outside_the_exercises_makes_them_wait_naming_it",
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" selects
 def pytest_collection_modifyitems(session, config, items):
-    """Slow tests last (a stable sort: the order within each group stays)."""
+    """Mark SLOW_HERE slow; slow tests last (a stable sort: the order within each group stays)."""
+    for item in items:
+        if item.nodeid.startswith(SLOW_HERE):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
 
 
