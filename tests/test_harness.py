@@ -865,8 +865,6 @@ def test_the_settings_key_names_the_corpus_by_its_text_not_by_the_flag(S, tmp_pa
     assert settings_for(S, ["--threads", "1", "--device", "cpu"], text) == by_name
 
 
-@pytest.mark.xfail(strict=True, reason="references/*.json were written for the old built-in "
-                   "corpora and have no 'data' key: regenerate them with python -m tools.docs")
 def test_shipped_references_match_the_default_settings(S):
     """The reference file tools.docs wrote is keyed so that a run at the defaults finds it,
     and every reference has what the report prints."""
@@ -875,7 +873,9 @@ def test_shipped_references_match_the_default_settings(S):
         assert {"name", "command", "data", "settings", "val_loss", "best_val_loss",
                 "train_seconds", "tolerance"} <= ref.keys(), ref["name"]
     text = importlib.import_module(f"{S.stage}.data").load_text("en")
-    defaults = next(r for r in data["references"] if r["name"] == "defaults")
+    defaults = next(r for r in data["references"] if r["name"] == "defaults, --data en")
+    corpora = {r["data"] for r in data["references"] if r["name"].startswith(("defaults", "--max-iters"))}
+    assert corpora == {"en", "zh", "shakespeare", "tang"}  # every built-in and classic corpus
     assert defaults["settings"] == settings_for(S, [], text) and defaults["data"] == "en"
     assert 0 < defaults["tolerance"] < 0.2 and math.isfinite(defaults["val_loss"])
 
