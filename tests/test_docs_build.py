@@ -129,11 +129,10 @@ def scratch_repo(tmp_path):
     return repo
 
 
-def _page_including(section: str) -> str:
-    return textwrap.dedent(
-        f"""\
-        # Comparing the stages
-
+def _page_including(repo: Path, section: str) -> str:
+    """compare.md with a snippet of ``section`` appended (its anchors stay: pages link them)."""
+    return (repo / "docs" / "compare.md").read_text(encoding="utf-8") + textwrap.dedent(
+        f"""
         ```python
         --8<-- "snippet_fixture/model.py:{section}"
         ```
@@ -142,7 +141,8 @@ def _page_including(section: str) -> str:
 
 
 def test_snippet_section_is_included(scratch_repo, tmp_path):
-    (scratch_repo / "docs" / "compare.md").write_text(_page_including("present"), encoding="utf-8")
+    (scratch_repo / "docs" / "compare.md").write_text(_page_including(scratch_repo, "present"),
+                                                        encoding="utf-8")
     result = mkdocs_build(scratch_repo / "mkdocs.yml", tmp_path / "site")
     assert result.returncode == 0, f"build failed:\n{result.stdout}\n{result.stderr}"
     html = built_page(tmp_path / "site", "compare.md").read_text(encoding="utf-8")
@@ -151,7 +151,8 @@ def test_snippet_section_is_included(scratch_repo, tmp_path):
 
 
 def test_snippet_missing_section_fails_build(scratch_repo, tmp_path):
-    (scratch_repo / "docs" / "compare.md").write_text(_page_including("no_such_section"), encoding="utf-8")
+    (scratch_repo / "docs" / "compare.md").write_text(
+        _page_including(scratch_repo, "no_such_section"), encoding="utf-8")
     result = mkdocs_build(scratch_repo / "mkdocs.yml", tmp_path / "site")
     output = result.stdout + result.stderr
     assert result.returncode != 0, f"a missing snippet section should fail the build:\n{output}"

@@ -138,11 +138,14 @@ def schedule(page: Page) -> None:
 
 
 def write(page: Page) -> None:
-    training(page, STAGE, {**RUNS, **CLASSIC_RUNS, **PRESETS})
+    training(page, STAGE, {**RUNS, **CLASSIC_RUNS})
+    for name, run in PRESETS.items():  # their runs are on the scale page; here, their size
+        page.fact(f"{name}.params", page.stored(run).metrics["params"])
     for data in RUNS:
         figures(page, data)
         embeddings(page, data)
-    for name, run in {**SAMPLES, **{f"inspect_{d}": r for d, r in INSPECT.items()}}.items():
+    for name, run in {**{d: SAMPLES[d] for d in RUNS},
+                      **{f"inspect_{d}": r for d, r in INSPECT.items()}}.items():
         page.write(f"{'sample_' if not name.startswith('inspect') else ''}{name}.txt",
                    f"$ {run.command}\n{page.stored(run).stdout}")
     schedule(page)
