@@ -301,3 +301,26 @@ def assert_same(a, b, where: str = "") -> None:
             assert_same(x, y, f"{where}[{i}]")
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+class StopAfter:
+    """Stands in for harness.StopFlag (called as ``StopFlag(world)``): 'Ctrl-C' arrives
+    after ``n`` steps."""
+
+    def __init__(self, n: int):
+        self.n, self.checks, self.world = n, 0, None
+
+    def __call__(self, world: int):
+        self.world = world
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @property
+    def stop(self) -> bool:
+        self.checks += 1
+        return self.checks > self.n

@@ -24,7 +24,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import REPO_ROOT, TINY_TEXT, assert_same, module_env, read_log
+from conftest import REPO_ROOT, TINY_TEXT, StopAfter, assert_same, module_env, read_log
 
 TRAINING_STAGES = ["stage2_bigram", "stage3_attention", "stage4_block", "stage5_gpt"]
 
@@ -81,29 +81,6 @@ def run(S, argv: list[str]) -> tuple[dict, str]:
     with contextlib.redirect_stdout(buf):
         metrics = S.train.train(S.train.build_parser().parse_args(argv))
     return metrics, buf.getvalue()
-
-
-class StopAfter:
-    """Stands in for harness.StopFlag (called as ``StopFlag(world)``): 'Ctrl-C' arrives
-    after ``n`` steps."""
-
-    def __init__(self, n: int):
-        self.n, self.checks, self.world = n, 0, None
-
-    def __call__(self, world: int):
-        self.world = world
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    @property
-    def stop(self) -> bool:
-        self.checks += 1
-        return self.checks > self.n
 
 
 # --------------------------------------------------------------------------- resume

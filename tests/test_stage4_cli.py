@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TEXT, assert_user_error, read_log
+from conftest import TINY_TEXT, StopAfter, assert_user_error, read_log
 
 from stage4_block import harness
 from stage4_block.checkpoint import load_model, save_checkpoint
@@ -158,26 +158,7 @@ REAL_STOP_FLAG = harness.StopFlag
 
 def ctrl_c_after(mp: pytest.MonkeyPatch, steps: int | None) -> None:
     """As if Ctrl-C were pressed after ``steps`` training steps (None: never)."""
-    if steps is None:
-        mp.setattr(harness, "StopFlag", REAL_STOP_FLAG)
-        return
-
-    class Flag:
-        def __init__(self, world: int):
-            self.world, self.asked = world, 0
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        @property
-        def stop(self) -> bool:
-            self.asked += 1
-            return self.asked > steps
-
-    mp.setattr(harness, "StopFlag", Flag)
+    mp.setattr(harness, "StopFlag", REAL_STOP_FLAG if steps is None else StopAfter(steps))
 
 
 # Each switch: its flags, the config fields they set, and a check of the built model.

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TINY_TEXT, assert_same, module_env, read_log, start_module
+from conftest import TINY_TEXT, StopAfter, assert_same, module_env, read_log, start_module
 
 from stage5_gpt import fast
 from stage5_gpt import harness as H
@@ -215,23 +215,7 @@ def test_resume_after_ctrl_c_with_a_new_max_iters(interrupted, capsys, monkeypat
 
 def ctrl_c_after(mp: pytest.MonkeyPatch, steps: int) -> None:
     """As if Ctrl-C were pressed after ``steps`` training steps."""
-
-    class Flag:
-        def __init__(self, world: int):
-            self.world, self.asked = world, 0
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return None
-
-        @property
-        def stop(self) -> bool:
-            self.asked += 1
-            return self.asked > steps
-
-    mp.setattr(H, "StopFlag", Flag)
+    mp.setattr(H, "StopFlag", StopAfter(steps))
 
 
 def test_interrupted_then_resumed_run_equals_one_run(tmp_path, tiny_corpus, monkeypatch):
