@@ -159,7 +159,7 @@ def plot_attention(maps, path: str | Path, title: str, names: list[list[str]],
             ax.set_title(names[r][c], fontsize=12 if chars else 10)
             ax.set_xticks(ticks, tick_labels)
             ax.set_yticks(ticks, tick_labels)
-            ax.tick_params(length=0, labelsize=9.5 if chars else 9)
+            ax.tick_params(length=0, labelsize=min(9.5, 150 / T) if chars else 9)  # no overlap at T = 24
     if chars:
         for ax in axes[-1]:
             ax.set_xlabel(labels["key"], fontsize=10)

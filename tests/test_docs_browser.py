@@ -670,6 +670,13 @@ def test_chinese_edition_renders_with_real_glyphs(context, base_url, site, scree
     page.close()
 
 
+def test_stage_diff_file_names_keep_their_underscores(site):
+    # A file name in the summary table is Markdown too: __init__.py must not turn bold.
+    html = (site / page_path(site, "stage2_bigram.md")).read_text(encoding="utf-8")
+    assert "<code>__init__.py</code>" in html and "<code>__main__.py</code>" in html
+    assert "<strong>init</strong>" not in html and "<strong>main</strong>" not in html
+
+
 def test_site_works_from_the_file_system(context, site):
     """Readers may open site/index.html directly: math, diagrams and search still work."""
     index = site / page_path(site, "index.md")

@@ -200,8 +200,9 @@ def test_hook_diffs_whole_folders(two_stages):
     assert "4 files differ, +3 −3 lines" in md
     summary = md[:md.index("<details")]
     assert re.search(r"<code>changed.py</code></a> \| changed \| \+1 \| −1 \|", summary)
-    assert re.search(r"<code>only_a.py</code></a> \| removed \| \+0 \| −1 \| removed \|", summary)
-    assert re.search(r"<code>only_b.py</code></a> \| new \| \+1 \| −0 \|", summary)
+    # Underscores escaped: Markdown would read __init__.py's as emphasis (bold "init.py").
+    assert re.search(r"<code>only&#95;a.py</code></a> \| removed \| \+0 \| −1 \| removed \|", summary)
+    assert re.search(r"<code>only&#95;b.py</code></a> \| new \| \+1 \| −0 \|", summary)
     assert "<code>sub/nested.py</code>" in summary and "same.py</code>" not in summary
     # Then one collapsible block per file, linked from the summary; none of these
     # files carries a stage's idea, so all are closed.

@@ -150,7 +150,8 @@ def render_stage_diff(root: Path | str, old: str, new: str, only: str | None = N
         for rel, (_, add, rem) in diffs.items():  # escaped: "python -m <stage>.train" is no tag
             why = html.escape(why_changed(rel, old, new, b.get(rel), root, zh)).replace("|", "\\|")
             what = w["new"] if rel not in a else w["removed"] if rel not in b else w["changed"]
-            out.append(f'| <a href="#{anchors[rel]}"><code>{html.escape(rel)}</code></a> | {what} '
+            name = html.escape(rel).replace("_", "&#95;")  # Markdown: __init__ is no emphasis
+            out.append(f'| <a href="#{anchors[rel]}"><code>{name}</code></a> | {what} '
                        f"| +{add} | −{rem} | {why} |")
         out += ["", "</div>", ""]
     if same:

@@ -41,7 +41,7 @@ def write(page: Page) -> None:
         for label, run in runs:
             m = page.stored(run).metrics
             rows.append((data, label, f"{m['params']:,}", m["best_val_loss"], m["val_loss"],
-                         f"{m['train_seconds']:.0f}"))
+                         f"{m['train_seconds']:,.0f}"))
             key = f"{data}.{label.strip('`').split()[0][:6]}" + ("_preset" if "preset" in label else "")
             page.fact(f"{key}.best", m["best_val_loss"])
             page.fact(f"{key}.seconds", m["train_seconds"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from .. import Job, Page, Run, table
-from . import ZH_LABELS, classic, train
+from . import ZH_LABELS, Shown, classic, train
 from .stage2 import training
 
 CORPORA = ("en", "zh", "shakespeare", "tang")
@@ -187,7 +187,7 @@ def trained_head(page: Page, data: str) -> None:
     maps = model.attention_maps(torch.tensor([tok.encode(prompt)]))[0, 0, 0]  # (T, T)
     T = maps.shape[0]
     page.copy(page.folder(RUNS[data]) / "attention.png", f"attention_{data}.png")
-    attention_figure(model, tok, prompt, page.dir / f"attention_{data}_zh.png", ZH_LABELS)
+    attention_figure(model, tok, Shown(prompt), page.dir / f"attention_{data}_zh.png", ZH_LABELS)
     by = {d: maps.diagonal(-d).mean().item() for d in range(T)}
     page.fact(f"{data}.head.prompt", prompt)
     for d in range(6):
@@ -231,6 +231,8 @@ def scores_on_a_prompt(page: Page, data: str) -> None:
     page.fact(f"{data}.qk.prompt", prompt)
     page.fact(f"{data}.qk.last_top", labels[max(range(T), key=last.__getitem__)])
     page.fact(f"{data}.qk.last_top_weight", max(last))
+    page.fact(f"{data}.qk.last_top_pos", max(range(T), key=last.__getitem__))
+    page.fact(f"{data}.qk.last_pos", T - 1)
 
 
 def context_curve(page: Page, data: str) -> None:
@@ -317,7 +319,7 @@ def write(page: Page) -> None:
     rows = [("learned", page.stored(RUNS["en"]))] + [(p, page.stored(r)) for p, r in POS.items()]
     page.both("positions", table(
         {"en": ["flags", "parameters", "train loss", "val loss"],
-         "zh": ["参数", "参数量", "训练损失", "验证损失"]},
+         "zh": ["命令行参数", "参数量", "训练损失", "验证损失"]},
         [(f"`--pos {p}`", f"{s.metrics['params']:,}", s.metrics["train_loss"],
           s.metrics["val_loss"]) for p, s in rows], right={1, 2, 3}))
     for p, s in rows:

@@ -4,7 +4,7 @@ variants, and what each part buys (a part taken out, against the spread of seeds
 from __future__ import annotations
 
 from .. import Job, Page, table
-from . import SEEDS, ZH_LABELS, classic, train
+from . import SEEDS, ZH_LABELS, Shown, classic, train
 from .stage2 import training
 
 STAGE = "stage4_block"
@@ -16,7 +16,7 @@ VARIANTS = {f: train(STAGE, "en", *f.split()) for f in
 ABLATIONS = {f: train(STAGE, "en", f) for f in ("--no-residual", "--no-mlp")}
 ABLATIONS["--norm none"] = train(STAGE, "en", "--norm", "none")
 PARTS = {"--no-residual": ("residual connections", "残差连接"),
-         "--no-mlp": ("the MLP", "MLP（前馈网络）"), "--norm none": ("LayerNorm", "LayerNorm"),
+         "--no-mlp": ("the MLP", "MLP（前馈网络）"), "--norm none": ("LayerNorm", "层归一化"),
          "--n-head 1": ("four heads, one left", "四个头只留一个")}
 
 
@@ -28,7 +28,7 @@ def attention(page: Page, data: str, labels: dict | None, tag: str) -> None:
     from stage4_block.visualize import LABELS, attention_layer_figures
 
     model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
-    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
+    prompt = Shown(default_prompt(load_text(data), min(model.config.block_size, 24)))
     out = page.dir / f"attention_{data}{tag}"
     for path in attention_layer_figures(model, tok, prompt, out, labels or LABELS):
         path.rename(page.dir / f"attention_{data}_{path.stem.removeprefix('attention_')}{tag}.png")
@@ -45,11 +45,12 @@ def write(page: Page) -> None:
     seeds = [full["val_loss"]] + [page.stored(r).metrics["val_loss"] for r in SEED_RUNS]
     spread = max(seeds) - min(seeds)
     page.fact("spread", spread)
-    rows = [("(defaults)", full)] + [(f, page.stored(r).metrics) for f, r in VARIANTS.items()]
+    rows = [(("(defaults)", "（默认设置）"), full)] + [(f, page.stored(r).metrics) for f, r in VARIANTS.items()]
     page.both("variants", table(
         {"en": ["flags", "parameters", "train loss", "val loss", "time (s)"],
-         "zh": ["参数", "参数量", "训练损失", "验证损失", "时间（秒）"]},
-        [(f"`{f}`", f"{m['params']:,}", m["train_loss"], m["val_loss"], f"{m['train_seconds']:.0f}")
+         "zh": ["命令行参数", "参数量", "训练损失", "验证损失", "时间（秒）"]},
+        [(f if isinstance(f, tuple) else f"`{f}`", f"{m['params']:,}", m["train_loss"], m["val_loss"],
+          f"{m['train_seconds']:,.0f}")
          for f, m in rows], right={1, 2, 3, 4}))
     taken = {**ABLATIONS, "--n-head 1": VARIANTS["--n-head 1"]}
     cells = []
@@ -61,7 +62,7 @@ def write(page: Page) -> None:
                       f"{change:+.4f}", ("yes", "是") if abs(change) > spread else ("no", "否")))
     page.both("ablation", table(
         {"en": ["part taken out", "flag", "parameters", "val loss", "change", "beyond the seeds?"],
-         "zh": ["去掉的部分", "参数", "参数量", "验证损失", "变化", "超出种子间的差异？"]},
+         "zh": ["去掉的部分", "命令行参数", "参数量", "验证损失", "变化", "超出种子间的差异？"]},
         cells, right={2, 3, 4}))
 
 

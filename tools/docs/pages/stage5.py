@@ -5,7 +5,7 @@ computation, a sample, and the learning-rate schedule."""
 from __future__ import annotations
 
 from .. import Job, Page, Run, table
-from . import CLASSIC, ZH_LABELS, classic, preset, train
+from . import CLASSIC, ZH_LABELS, Shown, classic, preset, train
 from .stage2 import training
 
 STAGE = "stage5_gpt"
@@ -41,7 +41,7 @@ def figures(page: Page, data: str) -> None:
     from stage5_gpt.visualize import LABELS, attention_figure, attention_layer_figures
 
     model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
-    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
+    prompt = Shown(default_prompt(load_text(data), min(model.config.block_size, 24)))
     page.fact(f"{data}.prompt", prompt)
     for tag, labels, lens_labels in (("", LABELS, lens.LABELS), ("_zh", ZH_LABELS, LENS_ZH)):
         attention_figure(model, tok, prompt, page.dir / f"attention_{data}{tag}.png", labels)
@@ -117,8 +117,9 @@ def schedule(page: Page) -> None:
     for name, args in runs.items():
         lrs = curves[name] = [get_lr(s, args) for s in range(args.max_iters)]
         half = args.warmup_iters + (args.max_iters - args.warmup_iters) // 2
-        rows.append((name, f"{args.lr:g}", args.warmup_iters, f"{lrs[half]:.2e}",
-                     f"{lrs[-1]:.2e}", args.max_iters))
+        label = ("defaults", "默认设置") if name == "defaults" else name
+        rows.append((label, f"{args.lr:g}", args.warmup_iters, f"{lrs[half]:.2e}",
+                     f"{lrs[-1]:.2e}", f"{args.max_iters:,}"))
         page.fact(f"lr.{name}.warmup", args.warmup_iters)
         page.fact(f"lr.{name}.steps", args.max_iters)
     for tag, (x, y, default) in {"": ("step", "learning rate", "defaults"),

@@ -65,8 +65,8 @@ def write(page: Page) -> None:
                          "settings": settings(run), "val_loss": m["val_loss"], "tolerance": tol,
                          "best_val_loss": m["best_val_loss"], "train_seconds": m["train_seconds"],
                          "precision": "float32" if stage == "stage5_gpt" else None})
-            rows.append((f"`{stage}`", name, f"{m['val_loss']:.4f} ± {tol:.4f}",
-                         f"{m['train_seconds']:.0f}"))
+            rows.append((f"`{stage}`", (name, name.replace("defaults", "默认设置")),
+                         f"{m['val_loss']:.4f} ± {tol:.4f}", f"{m['train_seconds']:,.0f}"))
         doc = {"made_by": "the runs the docs show (python -m tools.docs)",
                "torch": page.stored(RUNS[stage, "en", SEEDS[0]]).machine["torch"], "device": "cpu",
                "tolerance_is": "the spread of the final val loss over seeds 1337, 1338, 1339 on "

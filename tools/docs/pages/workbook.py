@@ -11,7 +11,7 @@ BOX = {"en": ('!!! example "Your turn: write the heart of stage {n} yourself"\n\
               "    Make a copy of this stage with these pieces cut out, fill them in, and let "
               "the stage's own tests grade them, exercise by exercise ([how](workbook.md)):\n\n"
               "    ```bash\n    make workbook STAGE={n}\n    make grade STAGE={n}\n    ```\n\n"),
-       "zh": ('!!! example "轮到你了：亲手写出第 {n} 步的核心"\n\n'
+       "zh": ('!!! example "轮到你了：亲手写出第{zh}步的核心"\n\n'
               "    复制一份这一步的代码，把下面这些部分挖空，由你来补上，再让这一步自己的测试逐个"
               "练习地打分（[具体做法](workbook.md)）：\n\n"
               "    ```bash\n    make workbook STAGE={n}\n    make grade STAGE={n}\n    ```\n\n")}
@@ -28,7 +28,7 @@ def write(page: Page) -> None:
 
     for n in sorted(W.STAGES):
         boxes = table(HEAD, rows(W.exercises(n)))
-        page.both(f"your_turn_stage{n}", {lang: BOX[lang].format(n=n) + "\n".join(
+        page.both(f"your_turn_stage{n}", {lang: BOX[lang].format(n=n, zh="一二三四五"[n - 1]) + "\n".join(
             "    " + line for line in boxes[lang].splitlines()) for lang in boxes})
     page.both("exercises", table(HEAD, [r[:3] + ((r[3][0].replace("(#", f"({ex.package}.md#"),
                                                   r[3][1].replace("(#", f"({ex.package}.md#")),)
