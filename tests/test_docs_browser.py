@@ -463,7 +463,20 @@ PHONE_JS = """
              fits: box.scrollWidth <= box.clientWidth + 1, scrolls: scrolls(box),
              sticky: !!first && getComputedStyle(first).position === "sticky" };
   });
-  return { width, pageWidth: document.documentElement.scrollWidth, formulas, tables };
+  // Chinese: a closing mark right after an inline formula never starts a line.
+  const markStarts = [];
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const k = n.previousSibling;
+    if (!"，。、；：？！）".includes(n.textContent[0] || "x") || !k || !k.classList
+        || !k.classList.contains("arithmatex")) continue;
+    const r = document.createRange();
+    r.setStart(n, 0);
+    r.setEnd(n, 1);
+    const a = r.getBoundingClientRect(), b = k.getBoundingClientRect();
+    if (a.height && b.height && a.top > b.bottom - 2) markStarts.push(k.textContent.slice(0, 30));
+  }
+  return { width, pageWidth: document.documentElement.scrollWidth, formulas, tables, markStarts };
 }
 """
 
@@ -489,6 +502,11 @@ def phone_reports(playwright_api, blocked, base_url, site, screenshot_dir):
         page.close()
     ctx.close()
     return reports
+
+
+def test_phone_lines_never_start_with_a_closing_mark_after_a_formula(phone_reports):
+    starts = {md: r["markStarts"] for md, r in phone_reports.items() if r["markStarts"]}
+    assert not starts, f"a line starts with a closing mark after a formula at 390 px: {starts}"
 
 
 def test_phone_formulas_fit_or_scroll_in_their_own_block(phone_reports):

@@ -482,3 +482,12 @@ def test_the_chinese_diffs_give_a_reason_for_every_changed_file():
         whys = [line.rsplit("|", 2)[-2].strip() for line in out.splitlines()
                 if line.startswith("| <a")]
         assert whys and all(re.search(r"[\u4e00-\u9fff]", w) for w in whys), (old, new, whys)
+
+
+def test_chinese_closing_marks_stay_with_the_formula_before_them():
+    hook = load_hook("zh_punctuation")
+    math = '<span class="arithmatex">\\(B = 4\\)</span>'
+    out = hook.keep_together(f"<p>（{math}，{math}）和 {math} 的</p>")
+    assert out == (f'<p>（<span class="nobr">{math}，</span><span class="nobr">{math}）</span>'
+                   f"和 {math} 的</p>")  # only a closing mark right after a formula is held
+    assert hook.keep_together("<p>没有公式，也没有变化。</p>") == "<p>没有公式，也没有变化。</p>"
