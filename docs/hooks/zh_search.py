@@ -28,12 +28,14 @@ def on_config(config):
 
 
 def on_post_build(config):
-    workers = list(Path(config["site_dir"], "assets/javascripts/workers").glob("search.*.min.js"))
-    for worker in workers:
+    fixed = False
+    for worker in Path(config["site_dir"], "assets/javascripts/workers").glob("search.*.min.js"):
         text = worker.read_text(encoding="utf-8")
         if LOOP in text:
-            worker.write_text(text.replace(LOOP, FIXED), encoding="utf-8")
-    if not any(FIXED in w.read_text(encoding="utf-8") for w in workers):
+            text = text.replace(LOOP, FIXED)
+            worker.write_text(text, encoding="utf-8")
+        fixed = fixed or FIXED in text  # also when a rebuild finds it already fixed
+    if not fixed:
         log.warning("zh_search: Material's search worker changed; the query-splitting fix "
                     "in docs/hooks/zh_search.py no longer applies (check it against the "
                     "pinned mkdocs-material)")
