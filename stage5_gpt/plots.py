@@ -28,9 +28,9 @@ CJK_FAMILY = "Noto Sans CJK SC"
 LABELS = {"step": "step", "loss": "cross-entropy loss (nats)", "train": "train", "val": "val",
           "key": "key j (attended to)", "query": "query i (predicting after)",
           "key_pos": "key position j (attended to)", "query_pos": "query position i",
-          "weight": "attention weight", "grid": "{stage}: attention for\n{prompt!r}",
+          "weight": "attention weight", "grid": "{stage}: attention for\n{prompt}",
           "panel": "layer {i}, head {j}", "head": "head {j}",
-          "layer": "layer {i} of 0..{last}: attention for\n{prompt!r}"}
+          "layer": "layer {i} of 0..{last}: attention for\n{prompt}"}
 
 
 def _fontconfig(command: str, pattern: str) -> list[Path]:
@@ -129,6 +129,11 @@ def token_label(ch: str) -> str:
     if ord(ch) > 0xFFFF:  # outside the Basic Multilingual Plane: Noto CJK has no glyph
         return f"U+{ord(ch):X}"
     return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(ch, ch)
+
+
+def quoted(text: str) -> str:
+    """Text in quotes for a figure's title, each newline shown as ⏎ (as on the axes)."""
+    return '"' + text.replace("\n", "⏎") + '"'
 
 
 # Figures 6.4 inches wide, shown in the docs' ~690 px column: 1 pt of text is about 1.5 px.

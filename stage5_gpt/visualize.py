@@ -26,7 +26,7 @@ import torch
 from .checkpoint import default_checkpoint, load_model
 from .cli import pick_device, run_cli
 from .errors import UserError
-from .plots import LABELS, plot_attention, plot_losses
+from .plots import LABELS, plot_attention, plot_losses, quoted
 from .prompts import encode_prompt, prompt_from_checkpoint
 from .tokenizer import CharTokenizer
 
@@ -49,7 +49,7 @@ def attention_figure(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: s
     L, H = maps.shape[:2]
     names = [[labels["panel"].format(i=i, j=j) if L * H > 1 else "" for j in range(H)]
              for i in range(L)]
-    title = labels["grid"].format(stage=__package__, prompt=prompt)
+    title = labels["grid"].format(stage=__package__, prompt=quoted(prompt))
     return plot_attention(maps, path, title, names, list(prompt) if L * H == 1 else None, labels)
 
 
@@ -65,7 +65,7 @@ def attention_layer_figures(model: torch.nn.Module, tokenizer: CharTokenizer, pr
         grid = torch.zeros(R * Cn, T, T)  # an odd head count leaves one panel empty
         grid[:H] = maps[i]
         names = [labels["head"].format(j=j) if j < H else "" for j in range(R * Cn)]
-        title = labels["layer"].format(i=i, last=L - 1, prompt=prompt)
+        title = labels["layer"].format(i=i, last=L - 1, prompt=quoted(prompt))
         paths.append(plot_attention(grid.view(R, Cn, T, T), Path(out_dir) / f"attention_layer{i}.png",
                                     title, [names[r * Cn : (r + 1) * Cn] for r in range(R)],
                                     list(prompt), labels))

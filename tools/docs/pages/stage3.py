@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from .. import Job, Page, Run, table
-from . import ZH_LABELS, Shown, classic, train
+from . import ZH_LABELS, classic, train
 from .stage2 import training
 
 CORPORA = ("en", "zh", "shakespeare", "tang")
@@ -178,7 +178,7 @@ def trained_head(page: Page, data: str) -> None:
 
     from stage3_attention.checkpoint import load_model
     from stage3_attention.prompts import default_prompt
-    from stage3_attention.visualize import attention_figure
+    from stage3_attention.visualize import LABELS, attention_figure
 
     model, tok, ckpt = load_model(page.folder(RUNS[data]) / "best.pt")
     from stage3_attention.data import load_text
@@ -186,8 +186,8 @@ def trained_head(page: Page, data: str) -> None:
     prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
     maps = model.attention_maps(torch.tensor([tok.encode(prompt)]))[0, 0, 0]  # (T, T)
     T = maps.shape[0]
-    page.copy(page.folder(RUNS[data]) / "attention.png", f"attention_{data}.png")
-    attention_figure(model, tok, Shown(prompt), page.dir / f"attention_{data}_zh.png", ZH_LABELS)
+    for tag, labels in (("", LABELS), ("_zh", ZH_LABELS)):
+        attention_figure(model, tok, prompt, page.dir / f"attention_{data}{tag}.png", labels)
     by = {d: maps.diagonal(-d).mean().item() for d in range(T)}
     page.fact(f"{data}.head.prompt", prompt)
     for d in range(6):

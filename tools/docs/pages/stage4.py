@@ -4,7 +4,7 @@ variants, and what each part buys (a part taken out, against the spread of seeds
 from __future__ import annotations
 
 from .. import Job, Page, table
-from . import SEEDS, ZH_LABELS, Shown, classic, train
+from . import SEEDS, ZH_LABELS, classic, train
 from .stage2 import training
 
 STAGE = "stage4_block"
@@ -28,7 +28,7 @@ def attention(page: Page, data: str, labels: dict | None, tag: str) -> None:
     from stage4_block.visualize import LABELS, attention_layer_figures
 
     model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
-    prompt = Shown(default_prompt(load_text(data), min(model.config.block_size, 24)))
+    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
     out = page.dir / f"attention_{data}{tag}"
     for path in attention_layer_figures(model, tok, prompt, out, labels or LABELS):
         path.rename(page.dir / f"attention_{data}_{path.stem.removeprefix('attention_')}{tag}.png")
