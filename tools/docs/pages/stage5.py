@@ -4,8 +4,10 @@ computation, a sample, and the learning-rate schedule."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from .. import Job, Page, Run, table
-from . import CLASSIC, ZH_LABELS, Shown, classic, preset, train
+from . import CLASSIC, ZH_LABELS, classic, preset, train
 from .stage2 import training
 
 STAGE = "stage5_gpt"
@@ -41,7 +43,7 @@ def figures(page: Page, data: str) -> None:
     from stage5_gpt.visualize import LABELS, attention_figure, attention_layer_figures
 
     model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
-    prompt = Shown(default_prompt(load_text(data), min(model.config.block_size, 24)))
+    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
     page.fact(f"{data}.prompt", prompt)
     for tag, labels, lens_labels in (("", LABELS, lens.LABELS), ("_zh", ZH_LABELS, LENS_ZH)):
         attention_figure(model, tok, prompt, page.dir / f"attention_{data}{tag}.png", labels)
@@ -72,13 +74,12 @@ def embeddings(page: Page, data: str, chars: int = 60) -> None:
     import torch
 
     from stage5_gpt.checkpoint import load_model
+    from stage5_gpt.data import load_text
     from stage5_gpt.plots import plt, token_label, use_cjk_font
 
     model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
     wte = model.transformer.wte.weight.detach()
-    text = page.stored(RUNS[data]).metrics["sample"]  # the most frequent characters of a sample
-    common = [c for c, _ in sorted(((c, text.count(c)) for c in set(text) if c in tok.stoi),
-                                   key=lambda t: -t[1])][:chars]
+    common = [c for c, _ in Counter(load_text(data)).most_common(chars)]  # of the corpus
     ids = torch.tensor([tok.stoi[c] for c in common])
     w = wte[ids] - wte[ids].mean(0)
     xy = w @ torch.linalg.svd(w, full_matrices=False).Vh[:2].T  # (chars, 2)
