@@ -324,7 +324,8 @@ def page_reports(context, base_url, site, screenshot_dir):
         expected_mermaid = html.count('class="mermaid"')
         page, response, errors = open_page(context, base_url + path)
         report = {"path": path, "status": response.status if response else None, "errors": errors,
-                  "expected_mermaid": expected_mermaid, "mermaid": [], "mermaid_timeout": False}
+                  "expected_mermaid": expected_mermaid, "mermaid": [], "mermaid_timeout": False,
+                  "mermaid_loaded": page.evaluate("typeof window.mermaid !== 'undefined'")}
         if expected_mermaid:
             try:
                 page.wait_for_function(MERMAID_DONE_JS, arg=expected_mermaid, timeout=TIMEOUT_MS)
@@ -374,6 +375,8 @@ def test_mermaid_renders_svg(page_reports):
         for svg in r["mermaid"]:
             assert svg and svg["width"] > 50 and svg["height"] > 20, f"{md}: empty diagram {svg}"
             assert svg["nodes"] > 0 and not svg["error"], f"{md}: Mermaid drew an error: {svg}"
+    loaded = [md for md, r in page_reports.items() if r["mermaid_loaded"] and not r["expected_mermaid"]]
+    assert not loaded, f"Mermaid's 3.5 MB loaded on pages without a diagram: {loaded}"
 
 
 def test_diffs_are_highlighted(page_reports):

@@ -438,6 +438,15 @@ def test_figures_become_links_to_their_full_size_file():
     assert hook.link_figures(out) == out  # idempotent
 
 
+def test_mermaid_is_loaded_only_where_a_diagram_is():
+    hook = load_hook("figures")
+    script = '\n  <script src="../assets/mermaid/mermaid.min.js"></script>'
+    plain = f"<body><p>text</p>{script}</body>"
+    assert hook.on_post_page(plain) == "<body><p>text</p></body>"
+    diagram = f'<body><pre class="mermaid"><code>graph LR</code></pre>{script}</body>'
+    assert hook.on_post_page(diagram) == diagram
+
+
 @pytest.mark.parametrize("tex, text", [
     (r"all \(T\) positions", "all T positions"),
     (r"a \(V \times V\) table", "a V × V table"),

@@ -19,6 +19,7 @@ TOKEN_RE = re.compile(r"<a\b[^>]*>|</a\s*>|<img\b[^>]*>", re.IGNORECASE)
 SRC_RE = re.compile(r"""\bsrc\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 ALT_RE = re.compile(r"""\balt\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
 SKIP_CLASSES = ("twemoji", "emojione", "gemoji")  # icons, not figures
+MERMAID_RE = re.compile(r'\s*<script src="[^"]*assets/mermaid/mermaid\.min\.js"></script>')
 
 
 def link_figures(content: str) -> str:
@@ -55,3 +56,9 @@ def on_page_content(html_, page, config, files, **kwargs):
     if "<img" not in html_:
         return html_
     return link_figures(html_)
+
+
+def on_post_page(output: str, **kwargs) -> str:
+    """Mermaid's 3.5 MB of JavaScript only on pages with a diagram: it is about 1 s of
+    every page load on a laptop CPU (mkdocs.yml's extra_javascript adds it to all)."""
+    return output if 'class="mermaid"' in output else MERMAID_RE.sub("", output)
