@@ -435,9 +435,9 @@ def test_attention_figures_pass_their_labels_to_the_plot(tiny_model_and_tokenize
     assert grid == tmp_path / "grid.png"
     assert layers == [tmp_path / "figs" / "attention_layer0.png"]  # one layer, one file
     first, second = calls
-    assert first.title == 'stage3_attention："你好⏎世界" 的注意力'  # a newline as on the axes
+    assert first.title == 'stage3_attention：“你好⏎世界” 的注意力'  # a newline as on the axes
     assert first.names == [[""]] and first.chars == list("你好\n世界")  # one panel: characters
-    assert second.title == '第 0 层（共 0..0 层）："你好⏎世界"'
+    assert second.title == '第 0 层（共 0..0 层）：“你好⏎世界”'
     assert second.names == [["头 0"]] and second.chars == list("你好\n世界")
     assert first.labels is zh and second.labels is zh
     assert torch.equal(first.maps, second.maps) and first.maps.shape == (1, 1, 5, 5)
