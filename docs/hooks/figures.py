@@ -62,3 +62,7 @@ def on_post_page(output: str, **kwargs) -> str:
     """Mermaid's 3.5 MB of JavaScript only on pages with a diagram: it is about 1 s of
     every page load on a laptop CPU (mkdocs.yml's extra_javascript adds it to all)."""
     return output if 'class="mermaid"' in output else MERMAID_RE.sub("", output)
+
+
+def on_post_template(output_content: str, **kwargs) -> str:  # 404.html, not a page
+    return on_post_page(output_content)
