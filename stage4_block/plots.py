@@ -134,7 +134,7 @@ def token_label(ch: str) -> str:
 def quoted(text: str) -> str:
     """Text in curly quotes (a prompt may hold straight ones) for a figure's title, each
     newline shown as ⏎, as on the axes."""
-    return "“" + text.replace("\n", "⏎") + "”"
+    return "“" + text.replace("\n", token_label("\n")) + "”"
 
 
 # Figures 6.4 inches wide, shown in the docs' ~690 px column: 1 pt of text is about 1.5 px.

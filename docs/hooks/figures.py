@@ -4,7 +4,8 @@ Wide figures (the layer x head attention grids) are scaled down to the width of 
 page column, where their titles and ticks cannot be read; a click on the image opens
 the PNG itself, at full size. Every ``<img>`` of the page content that is not already
 inside a link is wrapped in ``<a class="figure-link" href="SRC">``, with SRC the
-image's own ``src`` (so the link resolves exactly as the image does).
+image's own ``src`` (so the link resolves exactly as the image does). And the diagrams:
+Mermaid's script is left out of the pages that have none (:func:`on_post_page`).
 
 Registered in mkdocs.yml under ``hooks:``; :func:`link_figures` is plain Python so it
 can be unit-tested without MkDocs.
