@@ -220,8 +220,8 @@ def test_hook_diffs_whole_folders(two_stages):
 
 
 def test_hook_opens_the_files_of_the_idea_and_says_why(tmp_path):
-    """model.py and train.py open, the rest closed; the reason from test_stage_copies.py's
-    CHANGED for consecutive stages, else the file's docstring."""
+    """model.py and train.py open, the rest closed; the reason from stage_changes.json for
+    consecutive stages, in the page's language, else the file's docstring."""
     hook = load_hook()
     for stage, n in (("stage1_x", 1), ("stage2_y", 2)):
         for name in ("model.py", "train.py", "plots.py", "extra.py"):
@@ -231,11 +231,10 @@ def test_hook_opens_the_files_of_the_idea_and_says_why(tmp_path):
             (tmp_path / stage / name).write_text(f'"""{name} of stage {n}.\n\nMore."""\nv = {n}\n',
                                                  encoding="utf-8")
     (tmp_path / "stage1_x" / "gone.py").write_text("gone = 1\n", encoding="utf-8")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_stage_copies.py").write_text(
-        'CHANGED: dict = {"stage2_y": {"model.py": "attention replaces the table",\n'
-        '                             "gone.py": "removed: model.py does its job"}}\n',
-        encoding="utf-8")
+    (tmp_path / "docs" / "hooks").mkdir(parents=True)
+    (tmp_path / hook.CHANGES).write_text(json.dumps({"changed": {"stage2_y": {
+        "model.py": ["attention replaces the table", "注意力取代查找表"],
+        "gone.py": ["removed: model.py does its job", "删除"]}}}), encoding="utf-8")
     md = hook.render_stage_diff(tmp_path, "stage1_x", "stage2_y")
     opened = re.findall(r'<details class="stage-diff-file" id="([^"]+)" open', md)
     assert opened == ["diff-stage2-y-model-py", "diff-stage2-y-train-py"]
@@ -247,6 +246,7 @@ def test_hook_opens_the_files_of_the_idea_and_says_why(tmp_path):
     assert "| train.py of stage 2. |" in md  # no CHANGED entry: the docstring
     assert "| new | +4 | −0 | extra.py of stage 2. |" in md
     assert "| removed | +0 | −1 | removed: model.py does its job |" in md  # a reason for a removal
+    assert "| 注意力取代查找表 |" in hook.render_stage_diff(tmp_path, "stage1_x", "stage2_y", lang="zh")
     # Not consecutive stages: CHANGED does not apply.
     (tmp_path / "stage3_z").mkdir()
     (tmp_path / "stage3_z" / "model.py").write_text('"""Third,\nwrapped.\n\nMore."""\n',
@@ -477,15 +477,14 @@ def test_search_index_is_rewritten(tmp_path):
 
 
 def test_the_chinese_diffs_give_a_reason_for_every_changed_file():
-    """Every reason CHANGED gives for a Python file has its Chinese twin, and every file a
-    stage adds has a Chinese gist: the Chinese stage diffs never fall back to English."""
-    from test_stage_copies import CHANGED, PAIRS
+    """Every reason stage_changes.json gives is in both languages, and every file a stage adds
+    has a Chinese gist: the Chinese stage diffs never fall back to English."""
+    from test_stage_copies import CHANGES, PAIRS
 
     hook = load_hook()
-    for stage, reasons in CHANGED.items():
-        for rel in reasons:
-            if rel.endswith(".py"):
-                assert rel in hook.CHANGED_ZH.get(stage, {}), f"no Chinese reason for {stage}/{rel}"
+    for stage, reasons in CHANGES["changed"].items():
+        for rel, pair in reasons.items():
+            assert len(pair) == 2 and re.search(r"[\u4e00-\u9fff]", pair[1]), (stage, rel, pair)
     for old, new in PAIRS:
         out = hook.render_stage_diff(ROOT, old, new, lang="zh")
         whys = [line.rsplit("|", 2)[-2].strip() for line in out.splitlines()

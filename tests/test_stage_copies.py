@@ -8,43 +8,20 @@ for a file that is in fact identical is stale and fails too.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, STAGES, existing_stages
 
-# later stage -> {file relative to the stage folder: why it differs from the previous stage}.
-# A file the later stage removes is listed too, with the reason it goes.
+# later stage -> {file relative to the stage folder: why it differs from the previous stage},
+# from docs/hooks/stage_changes.json, which gives each reason in English and Chinese (the
+# docs' stage diffs show it). A file the later stage removes is listed too, with the reason
+# it goes.
+CHANGES = json.loads((REPO_ROOT / "docs" / "hooks" / "stage_changes.json").read_text(encoding="utf-8"))
 CHANGED: dict[str, dict[str, str]] = {
-    "stage2_bigram": {
-        "__init__.py": "says what this stage teaches",
-        "__main__.py": "prints what the stage teaches and its commands (stage 1's shows the data)",
-    },
-    "stage3_attention": {
-        "__init__.py": "says what this stage teaches",
-        "model.py": "embeddings + one causal self-attention head replace the bigram table",
-        "plots.py": "adds plot_attention, the heatmap of attention weights, and its labels",
-        "train.py": "model flags (--n-embd, --pos), new defaults, writes attention.png",
-    },
-    "stage4_block": {
-        "__init__.py": "says what this stage teaches",
-        "model.py": "multi-head attention, the MLP, residual LayerNorm blocks, GPT-2's names",
-        "train.py": "block flags (--n-head, --n-layer, --dropout, ...) and the variant switches "
-                    "(--norm, --attention, --no-residual, --no-mlp), fast dropout",
-        "checkpoint.py": "rebuilds a variant model (variants.py) from its config",
-    },
-    "stage5_gpt": {
-        "__init__.py": "says what this stage teaches",
-        "model.py": "GPT: final LayerNorm, GPT-2 init, weight tying, KV cache, the traced math "
-                    "beside one call to the fast attention",
-        "train.py": "GPT flags; its recipe: AdamW decay groups, warmup + cosine, clipping, "
-                    "presets, --dtype",
-        "checkpoint.py": "loads a GPT",
-        "fast.py": "adds the attention routes and the bfloat16 choice",
-        "variants.py": "removed: the GPT is one architecture (stage 4 measured the variants)",
-    },
-}
+    stage: {rel: en for rel, (en, _zh) in files.items()} for stage, files in CHANGES["changed"].items()}
 
 PAIRS = list(zip(STAGES, STAGES[1:], strict=False))
 IGNORED_DIRS = {"__pycache__"}

@@ -8,6 +8,7 @@ A folder or file that does not exist fails the build."""
 import ast
 import difflib
 import html
+import json
 import re
 from pathlib import Path
 
@@ -30,33 +31,7 @@ WORDS = {  # (English, Chinese); the Chinese edition is built with theme.languag
     "new": ("new", "新增"), "removed": ("removed", "删除"), "changed": ("changed", "修改"),
     "explained": ("Explained in: ", "讲解见："), "sep": (", ", "、"),
 }
-INIT_ZH = "说明这一步讲什么"
-CHANGED_ZH = {  # CHANGED in Chinese: later stage -> {file: why it differs from the stage before}
-    "stage2_bigram": {"__init__.py": INIT_ZH, "__main__.py": "打印这一步讲什么和它的命令（第一步的打印数据）"},
-    "stage3_attention": {"__init__.py": INIT_ZH, "plots.py": "新增 plot_attention：注意力权重的热图，及其标签",
-                         "model.py": "词元嵌入 + 位置嵌入和一个因果自注意力头，取代二元模型的查找表",
-                         "train.py": "模型参数（--n-embd、--pos）、新的默认值，写出 attention.png"},
-    "stage4_block": {"__init__.py": INIT_ZH, "checkpoint.py": "按配置重建变体模型（variants.py）",
-                     "model.py": "多头注意力、MLP、带残差连接和层归一化的块，沿用 GPT-2 的命名",
-                     "train.py": "块的参数（--n-head ……）、变体开关（--norm、--no-mlp ……）、快速 dropout"},
-    "stage5_gpt": {"__init__.py": INIT_ZH, "checkpoint.py": "加载 GPT", "fast.py": "新增注意力的计算路径和 bfloat16 的选择",
-                   "model.py": "GPT：最后的层归一化、GPT-2 初始化、权重共享、KV 缓存，可追踪的计算与快速注意力并列",
-                   "train.py": "GPT 的参数与训练配方：AdamW 分组权重衰减、预热 + 余弦衰减、梯度裁剪、预设、--dtype",
-                   "variants.py": "删除：GPT 只有一种结构（第四步已经比较过各种变体）"},
-}
-DOCSTRING_ZH = {  # a docstring's gist in Chinese, by "stage/file" or by file (else the English one)
-    "stage2_bigram/model.py": "二元语言模型：下一个字符只取决于当前字符",
-    "stage5_gpt/model.py": "GPT：一叠 Transformer 块，按 GPT-2 的方式初始化和连接",
-    "checkpoint.py": "安全地保存和加载训练检查点", "cli.py": "这一步的命令行工具共用的小函数",
-    "harness.py": "训练框架：训练循环之外，一次真正的训练所需要的一切", "plots.py": "把图画成 PNG 文件，字体能显示中文",
-    "sample.py": "用训练好的检查点生成文本", "train.py": "训练这一步的模型并保存", "visualize.py": "用图看训练好的模型内部",
-    "reference.py": "我的损失正常吗？把一次训练和课程的参考结果对比", "inspect.py": "打印一个注意力头的完整计算过程",
-    "buildup.py": "从对过去取平均到自注意力，分四步", "prompts.py": "图里看的提示文本：用模型检查过，或从数据里挑选",
-    "fast.py": "不改变任何想法的加速：同样的计算，在 CPU 上更快", "presets.py": "第五步训练器的命名设置（--preset）",
-    "variants.py": "块的变体：逐头写出的多头注意力、2017 年 Transformer 的层归一化位置、拿掉某个部分的块",
-    "gpt2.py": "GPT-2 的权重，逐个名字对应到这一步的 GPT", "torchrun.py": "torchrun，按 Ctrl-C 时干净地结束",
-    "lens.py": "训练好的 GPT 学到了什么，用数字和图展示",
-}
+CHANGES = "docs/hooks/stage_changes.json"  # why each file differs, in both languages
 
 
 def _python_files(folder: Path, only: str | None) -> dict[str, Path]:
@@ -76,24 +51,21 @@ def _diff(old: str, new: str, rel: str, a: Path | None, b: Path | None) -> tuple
     hunks = ["".join(lines[i:j]) for i, j in zip([0, *starts], [*starts, len(lines)], strict=True) if lines]
     return hunks, sum(s[0] == "+" for s in lines[2:]), sum(s[0] == "-" for s in lines[2:])
 
-def _changed_reasons(root: Path) -> dict[str, dict[str, str]]:
-    """tests/test_stage_copies.py's ``CHANGED``, read with ``ast`` (not imported); {} if absent."""
-    path = root / "tests" / "test_stage_copies.py"
-    for node in ast.parse(path.read_text(encoding="utf-8")).body if path.is_file() else []:
-        targets = getattr(node, "targets", [getattr(node, "target", None)])  # CHANGED = or CHANGED: ... =
-        if any(getattr(target, "id", "") == "CHANGED" for target in targets):
-            return ast.literal_eval(node.value)
-    return {}
+def _changes(root: Path) -> dict:
+    """root/CHANGES: {"changed": {stage: {file: [English, Chinese]}}, "gist_zh": {...}}."""
+    path = root / CHANGES
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 def why_changed(rel: str, old: str, new: str, file: Path | None, root: Path, zh: bool = False) -> str:
-    """Why a file differs: CHANGED's reason for consecutive stages, else the gist of its docstring."""
+    """Why a file differs: its reason in CHANGES for consecutive stages, else the gist of its docstring."""
     a, b = (int(m[1]) if (m := re.match(r"stage(\d+)_", Path(s).name)) else None for s in (old, new))
-    changed = (CHANGED_ZH if zh else _changed_reasons(root)) if a is not None and b == a + 1 else {}
+    changed = _changes(root).get("changed", {}) if a is not None and b == a + 1 else {}
     if (reason := changed.get(Path(new).name, {}).get(rel)) or file is None:
-        return reason or WORDS["removed"][zh]
+        return reason[zh] if reason else WORDS["removed"][zh]
     doc = ast.get_docstring(ast.parse(file.read_text(encoding="utf-8"))) or ""
     gist = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, on one line
-    return DOCSTRING_ZH.get(f"{Path(new).name}/{rel}", DOCSTRING_ZH.get(rel, gist)) if zh else gist
+    gists = _changes(root).get("gist_zh", {}) if zh else {}
+    return gists.get(f"{Path(new).name}/{rel}", gists.get(rel, gist))
 
 def _outside_code(markdown: str) -> list[tuple[str, bool]]:
     """Each line of a page, and whether it lies outside the code fences."""
