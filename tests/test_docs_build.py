@@ -22,6 +22,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import test_docs_browser
 from conftest import nav_pages
 
 pytest.importorskip(
@@ -33,6 +34,7 @@ pytest.importorskip("pymdownx", reason="pymdown-extensions is not installed (see
 pytestmark = pytest.mark.docs
 
 ROOT = Path(__file__).resolve().parents[1]
+site = test_docs_browser.site  # both editions, built --strict once per session
 CONFIG = ROOT / "mkdocs.yml"
 HOOK = ROOT / "docs" / "hooks" / "stage_diff.py"
 HOOKS = ROOT / "docs" / "hooks"
@@ -72,11 +74,8 @@ def load_hook(name: str = "stage_diff"):
 # The real site
 
 
-def test_site_builds_strict(tmp_path):
-    site = tmp_path / "site"
-    result = mkdocs_build(CONFIG, site)
-    assert result.returncode == 0, f"mkdocs build --strict failed:\n{result.stdout}\n{result.stderr}"
-
+def test_site_builds_strict(site):
+    """The ``site`` fixture built both editions with --strict (once per session)."""
     pages = nav_pages()
     assert "index.md" in pages, "the nav in mkdocs.yml should list index.md"
     for md in pages:
