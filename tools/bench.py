@@ -375,9 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bench.py: interrupted", file=sys.stderr)
         return 130
+    # No second note: by now the load average counts the bench's own threads (and the busy
+    # process of section f), so it would blame "other processes" for this very run.
     say(f"\n({time.perf_counter() - t0:.0f} s in all.)")
-    busy_note()
-    machine["load_after"] = compare.load_average()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         settings = vars(args) | {"json": str(args.json)}
