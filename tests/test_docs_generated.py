@@ -81,6 +81,18 @@ def test_a_run_depends_on_its_own_corpus_only(monkeypatch):
     assert en.key() == before[0] and zh.key() != before[1]
 
 
+def test_a_job_depends_on_the_docs_modules_it_imports_and_on_no_other(monkeypatch):
+    """stage3's figures read ZH_LABELS from pages/__init__.py: an edit there makes the job
+    stale; an edit to another page's module (bench.py, which stage 3 does not import) not."""
+    stage3 = next(j for j in docs.jobs() if j.name == "stage3")
+    before = stage3.key()
+    real = store.meaning.__wrapped__
+    for edited, stale in (("bench.py", False), ("__init__.py", True)):
+        monkeypatch.setattr(store, "meaning", lambda p, e=edited: "edited" if p.name == e
+                            and p.parent.name == "pages" else real(p))
+        assert (stage3.key() != before) == stale, edited
+
+
 def test_every_docs_run_states_what_fixes_its_numbers():
     for run in {r for j in docs.jobs() for r in j.runs}:
         if run.module == "train" and not run.fails:

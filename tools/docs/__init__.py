@@ -11,13 +11,14 @@ Three parts, each small:
 - ``tables.py``: a table is one set of rows with an English and a Chinese header; a
   reading is prose in each edition over the same facts, checked (docs/hooks/facts.py).
 
-A job is data: a name, its inputs (runs, repository files, its own module's code) and an
-action. ``docs/generated/manifest.json`` records each job's input key; a job is stale
+A job is data: a name, its inputs (runs, repository files, its module's code and the
+tools/docs modules it imports) and an action. ``docs/generated/manifest.json`` records each job's input key; a job is stale
 when the key changed, and ``python -m tools.docs --check`` (a test runs it) says which.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import shutil
@@ -48,12 +49,28 @@ class Job:
     files: tuple[str, ...] = ()  # repository files or folders the action reads or runs
 
     def key(self) -> str:
-        code = [Path(sys.modules[self.action.__module__].__file__), HERE / "tables.py",
-                HERE / "__init__.py"]
+        code = sources(Path(sys.modules[self.action.__module__].__file__))
         parts = {"name": self.name, "code": code_key(*code),
                  "files": code_key(*(ROOT / f for f in self.files)) if self.files else "",
                  "runs": [run.key() for run in self.runs]}
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def sources(path: Path) -> list[Path]:
+    """A module of tools/docs and the tools/docs modules it imports (``from .x import y``
+    at its top level), and theirs: the code whose meaning decides what a job writes."""
+    seen: list[Path] = []
+    todo = [path]
+    while todo:
+        p = todo.pop()
+        if p in seen or not p.is_file():
+            continue
+        seen.append(p)
+        for node in ast.parse(p.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = p.parents[node.level - 1].joinpath(*(node.module or "").split("."))
+                todo += [base.with_suffix(".py"), base / "__init__.py"]
+    return seen
 
 
 class Page:

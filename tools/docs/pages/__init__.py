@@ -40,8 +40,8 @@ def preset(name: str) -> Run:
 ZH_LABELS = {"step": "步数", "loss": "交叉熵损失（nats）", "train": "训练", "val": "验证",
              "key": "键 j（被关注的位置）", "query": "查询 i（在它之后做预测）",
              "key_pos": "键的位置 j", "query_pos": "查询的位置 i", "weight": "注意力权重",
-             "grid": "{stage}：注意力，提示为\n{prompt}", "panel": "第 {i} 层，第 {j} 个头",
-             "head": "第 {j} 个头", "layer": "第 {i} 层（第 0 到 {last} 层）的注意力，提示为\n{prompt}"}
+             "grid": "{stage}：注意力，提示词：\n{prompt}", "panel": "第 {i} 层，第 {j} 个头",
+             "head": "第 {j} 个头", "layer": "第 {i} 层（第 0 到 {last} 层）的注意力，提示词：\n{prompt}"}
 
 
 def _jobs():
