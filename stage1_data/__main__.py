@@ -13,7 +13,7 @@ from collections import Counter
 
 import torch
 
-from .data import DATA_HELP, Corpus, get_batch
+from .data import DATA_HELP, Corpus, check_length, get_batch
 from .errors import UserError
 
 
@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         corpus = Corpus.load(args.data, args.val_fraction)
+        check_length(corpus.train, args.block_size, "train")  # the error names the split
         x, y = get_batch(
             corpus.train, args.batch_size, args.block_size,
             generator=torch.Generator().manual_seed(args.seed),

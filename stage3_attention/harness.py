@@ -158,7 +158,7 @@ def pick_threads(threads: int | None, one_step: Callable[[], object]) -> str:
     """Set how many CPU threads PyTorch uses for the whole run; returns the line to print.
 
     More threads are faster on an idle machine, but when another program keeps a
-    core busy, threads that wait for each other can make every step 2-3x slower.
+    core busy, threads that wait for each other can make every step many times slower.
     So we time ``one_step`` (a forward and backward pass) at each candidate count
     once, before training, and keep the fastest. The count never changes during
     the run (another count would round sums differently), so the printed

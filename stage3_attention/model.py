@@ -67,7 +67,7 @@ class Head(nn.Module):
         self.query = nn.Linear(n_embd, head_size, bias=False)
         self.value = nn.Linear(n_embd, head_size, bias=False)
         self.causal = causal
-        # A buffer, not a parameter: saved with the module, moved by .to(), never trained.
+        # A buffer, not a parameter: moved by .to(), never trained, not saved (persistent=False).
         self.register_buffer("tril", torch.tril(torch.ones(block_size, block_size)), persistent=False)
         self.last_attention: torch.Tensor | None = None  # (B, T, T), kept for plots
 

@@ -307,6 +307,11 @@ def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
     html = '<p class="stage-diff-explained">' + zh.split('"stage-diff-explained">')[1].split("</p>")[0]
     resolved = hook.resolve_links(head + html + "</p>")
     assert resolved.startswith(head + '<p class="stage-diff-explained">讲解见：<a class="stage-diff-link" href="#')
+    two = "".join(f'<a class="stage-diff-link" data-section="s" data-heading="{h}" href="#">{h}</a>'
+                  for h in ("A", "B"))
+    for words, sep in (("Explained in: ", "</a>, <a"), ("讲解见：", "</a>、<a")):
+        html = f'<h2 id="a">A</h2><h2 id="b">B</h2><p class="stage-diff-explained">{words}{two}</p>'
+        assert sep in hook.resolve_links(html), words  # links joined in the page's language
 
 
 def test_hook_single_file_and_identical(two_stages):
@@ -435,6 +440,8 @@ def test_figures_become_links_to_their_full_size_file():
     assert out.count("figure-link") == 2  # not the emoji, not the data: URL
     assert "<a class=\"figure-link\" href=\"c.png\" title=\"Open the full-size image\"><IMG SRC='c.png'></a>" in out
     assert hook.link_figures(out) == out  # idempotent
+    zh = hook.link_figures('<img alt="损失曲线" src="a.png">', "zh")
+    assert 'title="损失曲线：点击打开原尺寸图片"' in zh  # the Chinese edition's words
 
 
 def test_mermaid_is_loaded_only_where_a_diagram_is():
@@ -492,9 +499,18 @@ def test_the_chinese_diffs_give_a_reason_for_every_changed_file():
 
 
 def test_chinese_closing_marks_stay_with_the_formula_before_them():
-    hook = load_hook("zh_punctuation")
+    hook = load_hook("line_breaks")
     math = '<span class="arithmatex">\\(B = 4\\)</span>'
     out = hook.keep_together(f"<p>（{math}，{math}）和 {math} 的</p>")
     assert out == (f'<p>（<span class="nobr">{math}，</span><span class="nobr">{math}）</span>'
                    f"和 {math} 的</p>")  # only a closing mark right after a formula is held
     assert hook.keep_together("<p>没有公式，也没有变化。</p>") == "<p>没有公式，也没有变化。</p>"
+
+
+def test_a_flag_in_inline_code_is_never_split_after_its_hyphens():
+    hook = load_hook("line_breaks")
+    out = hook.keep_flags_whole("<p>Every flag <code>--resume</code> restores: <code>a --max-iters 5"
+                                "</code>, not <code>x--y</code> nor <pre><code><span>--z</span></code></pre></p>")
+    assert out == ('<p>Every flag <code><span class="nobr">--resume</span></code> restores: <code>a '
+                   '<span class="nobr">--max-iters</span> 5</code>, not <code>x--y</code> nor '
+                   "<pre><code><span>--z</span></code></pre></p>")

@@ -57,6 +57,7 @@ def test_cli_empty_file(capsys, tmp_path):
         (["--block-size", "0"], "block_size must be at least 1"),
         (["--batch-size", "0"], "batch_size must be at least 1"),
         (["--val-fraction", "1.5"], "val_fraction"),
+        (["--block-size", "5000"], "the train split has"),  # the error names the split
         (["--block-size", "5000"], "block_size=5000 needs at least 5001"),
         (["--block-size", "x"], "invalid int value"),
     ],

@@ -23,7 +23,11 @@ SKIP_CLASSES = ("twemoji", "emojione", "gemoji")  # icons, not figures
 MERMAID_RE = re.compile(r'\s*<script src="[^"]*assets/mermaid/mermaid\.min\.js"></script>')
 
 
-def link_figures(content: str) -> str:
+OPEN = {"en": ("{what}: open the full-size image", "Open the full-size image"),
+        "zh": ("{what}：点击打开原尺寸图片", "点击打开原尺寸图片")}  # the link's title, by language
+
+
+def link_figures(content: str, lang: str = "en") -> str:
     """``content`` with each ``<img>`` outside a link wrapped in a link to its src."""
     out: list[str] = []
     depth = 0  # open <a> elements around the current position
@@ -44,7 +48,8 @@ def link_figures(content: str) -> str:
                     and not any(c in lower for c in SKIP_CLASSES)):
                 alt = ALT_RE.search(tag)
                 what = html.unescape(alt.group(1) or alt.group(2) or "") if alt else ""
-                title = f"{what}: open the full-size image" if what else "Open the full-size image"
+                words = OPEN["zh" if lang.startswith("zh") else "en"]
+                title = words[0].format(what=what) if what else words[1]
                 out.append(f'<a class="figure-link" href="{url}" '
                            f'title="{html.escape(title, quote=True)}">{tag}</a>')
                 continue
@@ -56,7 +61,7 @@ def link_figures(content: str) -> str:
 def on_page_content(html_, page, config, files, **kwargs):
     if "<img" not in html_:
         return html_
-    return link_figures(html_)
+    return link_figures(html_, config["theme"]["language"])
 
 
 def on_post_page(output: str, **kwargs) -> str:

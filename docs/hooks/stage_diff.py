@@ -135,7 +135,7 @@ def render_stage_diff(root: Path | str, old: str, new: str, only: str | None = N
                 "</span></summary>", ""]
         for hunk in hunks:
             if links := _links(hunk, f"{stage}/{rel}", b.get(rel), includes or {}):
-                out += [f'<p class="stage-diff-explained">{w["explained"]}{", ".join(links)}</p>', ""]
+                out += [f'<p class="stage-diff-explained">{w["explained"]}{w["sep"].join(links)}</p>', ""]
             fence = "`" * max(3, 1 + max(map(len, re.findall("`+", hunk)), default=0))
             out += [f"{fence}diff", hunk.rstrip("\n"), fence, ""]
         out += ["</details>", ""]
@@ -164,7 +164,8 @@ def resolve_links(content: str) -> str:
         links = [f'<a class="stage-diff-link" href="#{ids[_key(h)]}" title="{key}">'
                  f"{html.escape(html.unescape(h))}</a>"
                  for key, h in LINK_RE.findall(p[2]) if _key(h) in ids]
-        return f'<p class="stage-diff-explained">{p[1]}{", ".join(links)}</p>' if links else ""
+        sep = WORDS["sep"][p[1] == WORDS["explained"][1]]  # "、" after "讲解见："
+        return f'<p class="stage-diff-explained">{p[1]}{sep.join(links)}</p>' if links else ""
     return PARAGRAPH_RE.sub(paragraph, content)
 
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:

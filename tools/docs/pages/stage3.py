@@ -24,15 +24,15 @@ WORDS = {  # the other words of this page's figures
            "softmax": "weights: softmax per row",
            "mask_title": "The causal mask: scores above the diagonal become −∞,\n"
                          "so their weight after the softmax is exactly 0",
-           "column": "column i of the vector (even: sin, odd: cos)", "position": "position p",
-           "pe": "PE[p, i], block_size={T}, n_embd={C}", "curves": "a few columns against p"},
+           "column": "column c of the vector (even: sin, odd: cos)", "position": "position p",
+           "pe": "PE[p, c], block_size={T}, n_embd={C}", "curves": "a few columns against p"},
     "zh": {"weight_of": "第 i 行中位置 j 的权重", "weight": "权重",
            "weights": "第 i 行：位置 i 从位置 j 取多少。\n前三种写法算出同样的平均，第四种的权重来自数据",
            "allowed": "允许", "blocked": "屏蔽", "mask": "掩码：允许 j ≤ i",
            "scores": "分数 q·k/√hs", "masked": "掩码之后的分数", "softmax": "权重：逐行 softmax",
            "mask_title": "因果掩码：对角线以上的分数变成 −∞，\n所以经过 softmax 后它们的权重恰好为 0",
-           "column": "向量的第 i 列（偶数列 sin，奇数列 cos）", "position": "位置 p",
-           "pe": "PE[p, i]，block_size={T}，n_embd={C}", "curves": "几列随位置 p 的变化"},
+           "column": "向量的第 c 列（偶数列 sin，奇数列 cos）", "position": "位置 p",
+           "pe": "PE[p, c]，block_size={T}，n_embd={C}", "curves": "几列随位置 p 的变化"},
 }
 
 
@@ -49,7 +49,8 @@ def heat(ax, m, title: str, vmin=0.0, vmax=1.0, cmap="viridis", text=None):
         for j in range(T):
             v = data[i, j]
             label = text[i][j] if text else ("−∞" if np.isinf(v) else f"{v:.2f}")
-            dark = not text and not np.isinf(v) and (v - vmin) / (vmax - vmin or 1) < 0.55
+            r, g, b, _ = im.cmap(im.norm(v)) if not text and not np.isinf(v) else (1, 1, 1, 1)
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5  # the cell's brightness
             ax.text(j, i, label, ha="center", va="center", fontsize=9,
                     color="white" if dark else "black")
     ax.set_xticks(range(T), [f"j={j}" for j in range(T)], fontsize=8)
@@ -112,10 +113,10 @@ def sinusoidal(page: Page) -> None:
         a.set(xlabel=w["column"], ylabel=w["position"], title=w["pe"].format(T=T, C=C))
         fig.colorbar(im, ax=a, shrink=0.9)
         for col in (0, 1, 8, 9, 24, 25):
-            b.plot(range(T), pe[:, col], marker="o", markersize=2.5, label=f"i = {col}")
-        b.set(xlabel=w["position"], ylabel="PE[p, i]", title=w["curves"])
+            b.plot(range(T), pe[:, col], marker="o", markersize=2.5, label=f"c = {col}")
+        b.set(xlabel=w["position"], ylabel="PE[p, c]", title=w["curves"])
         b.grid(alpha=0.3)
-        b.legend(fontsize=8, ncols=3)
+        b.legend(fontsize=8, ncols=6, loc="lower center", bbox_to_anchor=(0.5, 1.06))  # above the curves
         fig.savefig(page.dir / f"sinusoidal{'' if lang == 'en' else '_zh'}.png")
         plt.close(fig)
     unit = pe / pe.norm(dim=1, keepdim=True)
@@ -185,15 +186,14 @@ def trained_head(page: Page, data: str) -> None:
 
     prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
     maps = model.attention_maps(torch.tensor([tok.encode(prompt)]))[0, 0, 0]  # (T, T)
-    T = maps.shape[0]
     for tag, labels in (("", LABELS), ("_zh", ZH_LABELS)):
         attention_figure(model, tok, prompt, page.dir / f"attention_{data}{tag}.png", labels)
-    by = {d: maps.diagonal(-d).mean().item() for d in range(T)}
+    rows = maps[3:]  # the rows from 3 on, where each distance 0 .. 3 exists: one set of rows
+    at = [rows.diagonal(3 - d).mean().item() for d in range(4)]  # row i, column i - d
     page.fact(f"{data}.head.prompt", prompt)
-    for d in range(6):
-        page.fact(f"{data}.head.at_{d}", by[d])
-    page.fact(f"{data}.head.top", max(by, key=by.get))
-    page.fact(f"{data}.head.near3", sum(maps[i, i - 2: i + 1].sum().item() for i in range(2, T)) / (T - 2))
+    for d, weight in enumerate(at):
+        page.fact(f"{data}.head.at_{d}", weight)
+    page.fact(f"{data}.head.near3", sum(at[:3]))  # the current character and the two before
 
 
 QK_PROMPT = {"en": "Pip the", "zh": "小狐狸皮皮"}  # short: its T x T scores fit the page

@@ -134,8 +134,9 @@ def schedule(page: Page) -> None:
         fig.savefig(page.dir / f"lr_schedule{tag}.png")
         plt.close(fig)
     page.both("lr_schedule", table(
-        {"en": ["settings", "peak --lr", "warmup steps", "lr halfway", "last lr", "steps"],
-         "zh": ["设置", "峰值 --lr", "预热步数", "中途的学习率", "最后的学习率", "总步数"]},
+        {"en": ["settings", "peak --lr", "warmup steps", "lr halfway through the decay", "last lr",
+                "steps"],
+         "zh": ["设置", "峰值 --lr", "预热步数", "衰减过半时的学习率", "最后的学习率", "总步数"]},
         rows, right={1, 2, 3, 4, 5}))
 
 
