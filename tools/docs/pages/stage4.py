@@ -46,6 +46,8 @@ def write(page: Page) -> None:
     spread = max(seeds) - min(seeds)
     page.fact("spread", spread)
     rows = [(("(defaults)", "（默认设置）"), full)] + [(f, page.stored(r).metrics) for f, r in VARIANTS.items()]
+    for flag, m in rows[1:]:  # each variant's val loss against the defaults'
+        page.fact(f"variant.{flag.strip('-').replace(' ', '_')}", m["val_loss"] - full["val_loss"])
     page.both("variants", table(
         {"en": ["flags", "parameters", "train loss", "val loss", "time (s)"],
          "zh": ["命令行参数", "参数量", "训练损失", "验证损失", "时间（秒）"]},

@@ -65,8 +65,9 @@ def write(page: Page) -> None:
                          "settings": settings(run), "val_loss": m["val_loss"], "tolerance": tol,
                          "best_val_loss": m["best_val_loss"], "train_seconds": m["train_seconds"],
                          "precision": "float32" if stage == "stage5_gpt" else None})
-            zh = name.replace("defaults", "默认设置").replace(", ", "，")
-            rows.append((f"`{stage}`", (name, zh),
+            parts = [f"`{p}`" if p.startswith("--") else p for p in name.split(", ")]  # flags as code
+            en, zh = ", ".join(parts), "，".join(parts).replace("defaults", "默认设置")
+            rows.append((f"`{stage}`", (en, zh),
                          f"{m['val_loss']:.4f} ± {tol:.4f}", f"{m['train_seconds']:,.0f}"))
         doc = {"made_by": "the runs the docs show (python -m tools.docs)",
                "torch": page.stored(RUNS[stage, "en", SEEDS[0]]).machine["torch"], "device": "cpu",
