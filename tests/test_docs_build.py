@@ -305,13 +305,13 @@ def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
     # The Chinese edition keeps its own words.
     zh = hook.replace_markers(page, tmp_path, lang="zh")
     html = '<p class="stage-diff-explained">' + zh.split('"stage-diff-explained">')[1].split("</p>")[0]
-    resolved = hook.resolve_links(head + html + "</p>")
+    resolved = hook.resolve_links(head + html + "</p>", "zh")
     assert resolved.startswith(head + '<p class="stage-diff-explained">讲解见：<a class="stage-diff-link" href="#')
     two = "".join(f'<a class="stage-diff-link" data-section="s" data-heading="{h}" href="#">{h}</a>'
                   for h in ("A", "B"))
-    for words, sep in (("Explained in: ", "</a>, <a"), ("讲解见：", "</a>、<a")):
+    for lang, words, sep in (("en", "Explained in: ", "</a>, <a"), ("zh", "讲解见：", "</a>、<a")):
         html = f'<h2 id="a">A</h2><h2 id="b">B</h2><p class="stage-diff-explained">{words}{two}</p>'
-        assert sep in hook.resolve_links(html), words  # links joined in the page's language
+        assert sep in hook.resolve_links(html, lang), words  # links joined in the page's language
 
 
 def test_hook_single_file_and_identical(two_stages):

@@ -156,7 +156,7 @@ def _key(text: str) -> str:
     """A heading's text reduced to letters and digits: Markdown and HTML compare equal."""
     return re.sub(r"[\W_]+", "", re.sub(r"<[^>]+>", "", html.unescape(text))).lower()
 
-def resolve_links(content: str) -> str:
+def resolve_links(content: str, lang: str = "en") -> str:
     """Point the placeholder links at their headings' ids; drop a paragraph left without a link."""
     headings = re.findall(r'<h[1-6][^>]*\bid="([^"]+)"[^>]*>(.*?)</h[1-6]>', content, re.DOTALL)
     ids = {_key(title): id_ for id_, title in reversed(headings)}  # the first of a title wins
@@ -164,7 +164,7 @@ def resolve_links(content: str) -> str:
         links = [f'<a class="stage-diff-link" href="#{ids[_key(h)]}" title="{key}">'
                  f"{html.escape(html.unescape(h))}</a>"
                  for key, h in LINK_RE.findall(p[2]) if _key(h) in ids]
-        sep = WORDS["sep"][p[1] == WORDS["explained"][1]]  # "、" after "讲解见："
+        sep = WORDS["sep"][lang.startswith("zh")]
         return f'<p class="stage-diff-explained">{p[1]}{sep.join(links)}</p>' if links else ""
     return PARAGRAPH_RE.sub(paragraph, content)
 
@@ -172,4 +172,4 @@ def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
     return replace_markers(markdown, Path(config.config_file_path).parent, config["theme"]["language"])
 
 def on_page_content(html_: str, page, config, files, **kwargs) -> str:
-    return resolve_links(html_) if "stage-diff-link" in html_ else html_
+    return resolve_links(html_, config["theme"]["language"]) if "stage-diff-link" in html_ else html_

@@ -12,8 +12,9 @@ Three parts, each small:
   reading is prose in each edition over the same facts, checked (docs/hooks/facts.py).
 
 A job is data: a name, its inputs (runs, repository files, its module's code and the
-tools/docs modules it imports) and an action. ``docs/generated/manifest.json`` records each job's input key; a job is stale
-when the key changed, and ``python -m tools.docs --check`` (a test runs it) says which.
+tools/docs modules it imports) and an action. ``docs/generated/manifest.json`` records
+each job's input key; a job is stale when the key changed, and ``python -m tools.docs
+--check`` (a test runs it) says which.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ __all__ = ["GEN", "Job", "Page", "Run", "Stored", "table"]
 
 GEN = ROOT / "docs" / "generated"
 MANIFEST = GEN / "manifest.json"
-HERE = Path(__file__).parent
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ class Job:
 
 
 def sources(path: Path) -> list[Path]:
-    """A module of tools/docs and the tools/docs modules it imports (``from .x import y``
-    at its top level), and theirs: the code whose meaning decides what a job writes."""
+    """A module of tools/docs and the tools/docs modules it imports (``from .x import y``,
+    ``from . import x``, at its top level), and theirs: the code whose meaning decides what a
+    job writes."""
     seen: list[Path] = []
     todo = [path]
     while todo:
@@ -69,7 +70,8 @@ def sources(path: Path) -> list[Path]:
         for node in ast.parse(p.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.ImportFrom) and node.level:
                 base = p.parents[node.level - 1].joinpath(*(node.module or "").split("."))
-                todo += [base.with_suffix(".py"), base / "__init__.py"]
+                todo += [base.with_suffix(".py"), base / "__init__.py",  # and submodules by name
+                         *(base / f"{alias.name}.py" for alias in node.names)]
     return seen
 
 
