@@ -120,3 +120,22 @@ def test_a_stored_run_repeats_its_numbers(tmp_path):
     assert strip(out).splitlines() == strip(stored.stdout).splitlines()
     assert json.loads((tmp_path / "out" / run.stage / "metrics.json").read_text())["val_loss"] \
         == stored.metrics["val_loss"]
+
+
+def test_embedding_labels_never_cover_each_other():
+    """The stage-5 embedding figure's labels: on their point when it is free, else moved
+    to a spot that covers no label placed before and no other point."""
+    import torch
+
+    from tools.docs.pages.stage5 import places
+
+    xy = torch.tensor([[0.0, 0.0], [0.015625, 0.0], [0.0, 0.015625], [1.0, 1.0], [0.5, 0.03125]])
+    spots = places(xy, width=0.1, height=0.1)  # a label box: 0.1 x 0.1 of a 1 x 1 plot here
+    assert [spots[k] for k in (0, 3, 4)] == [tuple(xy[k].tolist()) for k in (0, 3, 4)]
+    assert spots[1] != tuple(xy[1].tolist()) and spots[2] != tuple(xy[2].tolist())  # covered
+    for k, (x, y) in enumerate(spots):
+        for a, b in spots[:k]:
+            assert abs(x - a) >= 0.1 - 1e-9 or abs(y - b) >= 0.1 - 1e-9
+        if k in (1, 2):  # a moved label covers no other point
+            assert all(abs(x - a) >= 0.05 or abs(y - b) >= 0.05
+                       for j, (a, b) in enumerate(xy.tolist()) if j != k)

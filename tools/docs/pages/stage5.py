@@ -22,6 +22,7 @@ SAMPLES.update({name: Run(STAGE, "--prompt", p, "--tokens", "300", "--temperatur
                 for name, p in (("shakespeare-2min", "ROMEO:"), ("tang-2min", "春"))})
 INSPECT = {d: Run(STAGE, "--prompt", p[1], module="inspect", after=RUNS[d])
            for d, p in PROMPTS.items()}
+TIED = train(STAGE, "zh", "--tie-weights")  # exercise 3's run
 LENS_ZH = {"i": "位置 i", "j": "位置 j", "cos": "cos(wpe[i], wpe[j])；颜色截在 ±{lim:.2f}",
            "cosine": "余弦相似度", "distance": "距离 |i - j|", "mean": "平均余弦相似度",
            "by_distance": "按距离平均的相似度", "positions": "学到的位置嵌入（block_size={T}）",
@@ -87,9 +88,19 @@ def embeddings(page: Page, data: str, chars: int = 60) -> None:
     for lang, title in (("en", "token embeddings, first two principal directions"),
                         ("zh", "词元嵌入在前两个主方向上的投影")):
         fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=130, constrained_layout=True)
-        ax.scatter(xy[:, 0], xy[:, 1], s=4, color="#9fa8da")
-        for (x, y), c in zip(xy.tolist(), common, strict=True):
-            ax.text(x, y, token_label(c), fontsize=10, ha="center", va="center")
+        spots = places(xy)
+        for (x, y), (lx, ly), c in zip(xy.tolist(), spots, common, strict=True):
+            box = None if c.isalnum() else {"boxstyle": "round,pad=0.15", "lw": 0.5,
+                                            "fc": "#fff8e1", "ec": "#ffb300"}
+            ax.annotate(token_label(c), (x, y), (lx, ly), fontsize=10, ha="center",
+                        va="center", bbox=box, arrowprops=None if (lx, ly) == (x, y) else
+                        {"arrowstyle": "-", "color": "#7986cb", "lw": 0.6, "shrinkA": 6,
+                         "shrinkB": 0})
+            if (lx, ly) != (x, y):  # moved aside: a dot where the character is
+                ax.plot(x, y, "o", color="#7986cb", markersize=2.5)
+        ax.update_datalim([*xy.tolist(), *spots])  # texts alone do not widen the axes
+        ax.autoscale_view()
+        ax.margins(0.04)
         ax.set_title(title, fontsize=11)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -101,6 +112,27 @@ def embeddings(page: Page, data: str, chars: int = 60) -> None:
         near = [tok.itos[int(i)] for i in sims.argsort(descending=True)[1:4]]
         page.fact(f"{data}.neighbours_{common.index(c)}",
                   f"`{token_label(c)}`: " + " ".join(f"`{token_label(n)}`" for n in near))
+
+
+def places(xy, width: float = 0.045, height: float = 0.05) -> list[tuple[float, float]]:
+    """Where to write each point's label, in order: on the point, or if a label written
+    before is there, the nearest spot around that covers neither a label nor another
+    point (sizes as shares of the plot's width and height)."""
+    w, h = ((xy.max(0).values - xy.min(0).values) * xy.new_tensor([width, height])).tolist()
+    points = xy.tolist()
+    steps = sorted(((i, j) for i in range(-4, 5) for j in range(-4, 5)),
+                   key=lambda s: s[0] ** 2 + s[1] ** 2)  # nearest first
+
+    def free(x: float, y: float, me: int, moved: bool) -> bool:
+        return (all(abs(x - a) >= w or abs(y - b) >= h for a, b in taken)
+                and not (moved and any(abs(x - a) < w / 2 and abs(y - b) < h / 2
+                                       for k, (a, b) in enumerate(points) if k != me)))
+
+    taken: list[tuple[float, float]] = []
+    for me, (x, y) in enumerate(points):
+        spots = ((x + i * w, y + j * h, (i, j) != (0, 0)) for i, j in steps)
+        taken.append(next(((a, b) for a, b, moved in spots if free(a, b, me, moved)), (x, y)))
+    return taken
 
 
 def schedule(page: Page) -> None:
@@ -152,7 +184,11 @@ def write(page: Page) -> None:
         page.write(f"{'sample_' if not name.startswith('inspect') else ''}{name}.txt",
                    f"$ {run.command}\n{page.stored(run).stdout}")
     schedule(page)
+    tied = page.stored(TIED).metrics
+    for key in ("params", "best_val_loss", "train_loss", "val_loss"):
+        page.fact(f"tied.{key}", tied[key])
+    page.fact("tied.gap", tied["val_loss"] - tied["train_loss"])
 
 
 JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
-                                   *SAMPLES.values(), *INSPECT.values()), files=(STAGE,))]
+                                   *SAMPLES.values(), *INSPECT.values(), TIED), files=(STAGE,))]
