@@ -85,10 +85,10 @@ def embeddings(page: Page, data: str, chars: int = 60) -> None:
     w = wte[ids] - wte[ids].mean(0)
     xy = w @ torch.linalg.svd(w, full_matrices=False).Vh[:2].T  # (chars, 2)
     use_cjk_font()
+    spots = places(xy)
     for lang, title in (("en", "token embeddings, first two principal directions"),
                         ("zh", "词元嵌入在前两个主方向上的投影")):
         fig, ax = plt.subplots(figsize=(6.4, 5.2), dpi=130, constrained_layout=True)
-        spots = places(xy)
         for (x, y), (lx, ly), c in zip(xy.tolist(), spots, common, strict=True):
             box = None if c.isalnum() else {"boxstyle": "round,pad=0.15", "lw": 0.5,
                                             "fc": "#fff8e1", "ec": "#ffb300"}
