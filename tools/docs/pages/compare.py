@@ -15,8 +15,57 @@ HEAD = {"en": ["stage", "parameters", "best val, mean of 3 seeds", "spread", "ga
         "zh": ["阶段", "参数量", "三个种子最低验证损失的平均", "种子间差异", "比上一阶段低", "验证减训练"]}
 
 
+def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 500) -> None:
+    """Where stage 5's gap between validation and training loss comes from, on up to
+    ``windows`` windows of each split: the characters the training text never holds, those
+    it holds fewer than ``few`` times, and those it holds ``many`` times or more."""
+    from collections import Counter
+
+    import torch
+    from torch.nn import functional as F
+
+    from stage5_gpt.checkpoint import load_model
+    from stage5_gpt.data import Corpus
+
+    model, tok, _ = load_model(page.folder(RUNS["stage5_gpt", data, SEEDS[0]]) / "best.pt")
+    corpus = Corpus.load(data, tokenizer=tok)
+    seen, T, out = Counter(corpus.train.tolist()), model.config.block_size, {}
+    for split, ids in (("train", corpus.train.long()), ("val", corpus.val.long())):
+        starts = torch.arange(0, len(ids) - T - 1, T)[:windows]
+        x = torch.stack([ids[s:s + T] for s in starts])
+        y = torch.stack([ids[s + 1:s + T + 1] for s in starts])
+        with torch.no_grad():
+            loss = torch.cat([F.cross_entropy(model(xs)[0].flatten(0, 1), ys.flatten(),
+                                              reduction="none")
+                              for xs, ys in zip(x.split(100), y.split(100), strict=True)])
+        n = torch.tensor([seen[int(t)] for t in y.flatten()])  # times each target is in train
+        out[split] = loss, {"never": n == 0, "rare": (n > 0) & (n < few), "both": n < few,
+                            "common": n >= many, "all": n >= 0}
+        page.fact(f"{data}.rare.windows_{split}", len(starts))
+
+    def mean(split: str, kind: str, per_kind: bool = True) -> float:
+        """The mean loss over the characters of one kind, or (per_kind False) their
+        losses summed and divided by every character: their part of the mean."""
+        loss, kinds = out[split]
+        return ((loss * kinds[kind]).sum() / (kinds[kind].sum() if per_kind else len(loss))).item()
+
+    val, gap = out["val"][1], mean("val", "all") - mean("train", "all")
+    page.fact(f"{data}.rare.gap", gap)  # on these windows
+    for kind in ("never", "rare", "both"):  # their share of the val text, part of the gap
+        page.fact(f"{data}.rare.{kind}_share", val[kind].float().mean().item())
+        page.fact(f"{data}.rare.{kind}_part",
+                  (mean("val", kind, False) - mean("train", kind, False)) / gap)
+    for kind in ("rare", "common"):  # the gap per character of the kind
+        page.fact(f"{data}.rare.{kind}_gap", mean("val", kind) - mean("train", kind))
+    page.fact(f"{data}.rare.never_loss", mean("val", "never") if val["never"].any() else 0.0)
+    page.fact(f"{data}.rare.never_distinct", len(set(corpus.val.tolist()) - set(seen)))  # all val
+    page.fact("rare.few", few)
+    page.fact("rare.many", many)
+
+
 def write(page: Page) -> None:
     for data in BUILTIN:
+        rare(page, data)
         rows, before = [], None
         for stage in STAGES:
             runs = [page.stored(RUNS[stage, data, s]).metrics for s in SEEDS]
