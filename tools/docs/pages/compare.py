@@ -40,8 +40,11 @@ def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 5
                               for xs, ys in zip(x.split(100), y.split(100), strict=True)])
         n = torch.tensor([seen[int(t)] for t in y.flatten()])  # times each target is in train
         out[split] = loss, {"never": n == 0, "rare": (n > 0) & (n < few), "both": n < few,
-                            "common": n >= many, "all": n >= 0}
+                            "mid": (n >= few) & (n < many), "common": n >= many, "all": n >= 0}
         page.fact(f"{data}.rare.windows_{split}", len(starts))
+        page.fact(f"{data}.rare.both_share_{split}", (n < few).float().mean().item())
+        if split == "val":  # distinct characters of these windows never in the training text
+            page.fact(f"{data}.rare.never_distinct", len(set(y.flatten().tolist()) - set(seen)))
 
     def mean(split: str, kind: str, per_kind: bool = True) -> float:
         """The mean loss over the characters of one kind, or (per_kind False) their
@@ -51,14 +54,13 @@ def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 5
 
     val, gap = out["val"][1], mean("val", "all") - mean("train", "all")
     page.fact(f"{data}.rare.gap", gap)  # on these windows
-    for kind in ("never", "rare", "both"):  # their share of the val text, part of the gap
+    for kind in ("never", "rare", "both", "mid", "common"):  # share of val, part of the gap
         page.fact(f"{data}.rare.{kind}_share", val[kind].float().mean().item())
         page.fact(f"{data}.rare.{kind}_part",
                   (mean("val", kind, False) - mean("train", kind, False)) / gap)
     for kind in ("rare", "common"):  # the gap per character of the kind
         page.fact(f"{data}.rare.{kind}_gap", mean("val", kind) - mean("train", kind))
     page.fact(f"{data}.rare.never_loss", mean("val", "never") if val["never"].any() else 0.0)
-    page.fact(f"{data}.rare.never_distinct", len(set(corpus.val.tolist()) - set(seen)))  # all val
     page.fact("rare.few", few)
     page.fact("rare.many", many)
 
