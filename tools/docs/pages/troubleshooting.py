@@ -24,6 +24,7 @@ ERRORS = (Run("stage5_gpt", "--lr", "1e6", "--warmup-iters", "0", "--grad-clip",
           Run("stage2_bigram", "--device", "mps", fails=True),
           Run("stage5_gpt", "--lr", "1e-4", "--min-lr", "1e-3", fails=True))
 
+DEFAULTS = ("defaults", "默认设置")  # a run at a stage's defaults, in each language
 FLOOR = 0.002  # the narrowest range: below this, runs differ by rounding alone
 
 
@@ -51,22 +52,24 @@ def write(page: Page) -> None:
             vals = [page.stored(RUNS[stage, data, s]).metrics["val_loss"] for s in SEEDS]
             spreads[data] = max(FLOOR, max(vals) - min(vals))
         wide = max(spreads.values())
-        runs = [(f"defaults, --data {d}", RUNS[stage, d, SEEDS[0]], spreads[d]) for d in spreads]
+        runs = [((DEFAULTS, f"--data {d}"), RUNS[stage, d, SEEDS[0]], spreads[d]) for d in spreads]
         for d in ("shakespeare", "tang"):
             run = CLASSIC_RUNS[stage, d]
-            short = " ".join(run.flags[run.flags.index("--max-iters"):][:2]) + ", " \
-                if "--max-iters" in run.flags else "defaults, "
-            runs.append((f"{short}--data {d}", run, wide))
+            short = " ".join(run.flags[run.flags.index("--max-iters"):][:2]) \
+                if "--max-iters" in run.flags else DEFAULTS
+            runs.append(((short, f"--data {d}"), run, wide))
         if stage == "stage5_gpt":
-            runs += [(f"--preset {r.flags[1]}", r, wide) for r in PRESET_RUNS.values()]
-        for name, run, tol in runs:
+            runs += [((f"--preset {r.flags[1]}",), r, wide) for r in PRESET_RUNS.values()]
+        for parts, run, tol in runs:  # a part: flags, or a word in (English, Chinese)
+            words = [[p[lang] if isinstance(p, tuple) else p for p in parts] for lang in (0, 1)]
+            name = ", ".join(words[0])
             m = page.stored(run).metrics
             refs.append({"name": name, "data": run.data, "command": run.command,
                          "settings": settings(run), "val_loss": m["val_loss"], "tolerance": tol,
                          "best_val_loss": m["best_val_loss"], "train_seconds": m["train_seconds"],
                          "precision": "float32" if stage == "stage5_gpt" else None})
-            parts = [f"`{p}`" if p.startswith("--") else p for p in name.split(", ")]  # flags as code
-            en, zh = ", ".join(parts), "，".join(parts).replace("defaults", "默认设置")
+            en, zh = (sep.join(f"`{p}`" if p.startswith("--") else p for p in w)  # flags as code
+                      for sep, w in zip((", ", "，"), words, strict=True))
             rows.append((f"`{stage}`", (en, zh),
                          f"{m['val_loss']:.4f} ± {tol:.4f}", f"{m['train_seconds']:,.0f}"))
         doc = {"made_by": "the runs the docs show (python -m tools.docs)",
