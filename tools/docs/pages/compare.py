@@ -42,7 +42,8 @@ def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 5
         out[split] = loss, {"never": n == 0, "rare": (n > 0) & (n < few), "both": n < few,
                             "mid": (n >= few) & (n < many), "common": n >= many, "all": n >= 0}
         page.fact(f"{data}.rare.windows_{split}", len(starts))
-        page.fact(f"{data}.rare.both_share_{split}", (n < few).float().mean().item())
+        if split == "train":  # the val share: both_share below
+            page.fact(f"{data}.rare.both_share_train", (n < few).float().mean().item())
         if split == "val":  # distinct characters of these windows never in the training text
             page.fact(f"{data}.rare.never_distinct", len(set(y.flatten().tolist()) - set(seen)))
 

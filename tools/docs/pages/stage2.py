@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .. import Job, Page, Run
+from .. import Job, Page, Run, Stored
 from . import ZH_LABELS, classic
 from .stage1 import transcript
 
@@ -24,12 +24,17 @@ def training(page: Page, stage: str, runs: dict[str, Run]) -> None:
         page.write(f"train_{name}.txt", stored.stdout)
         page.copy(page.folder(run) / "loss.png", f"loss_{name}.png")
         plot_losses(stored.log, page.dir / f"loss_{name}_zh.png", f"{stage}，{data}", ZH_LABELS)
-        m = stored.metrics
-        for key in ("params", "train_loss", "val_loss", "best_val_loss", "best_val_step",
-                    "train_seconds"):
-            page.fact(f"{name}.{key}", m[key])
-        page.fact(f"{name}.first_val", stored.log[0]["val"])
-        page.fact(f"{name}.gap", m["val_loss"] - m["train_loss"])
+        numbers(page, name, stored)
+
+
+def numbers(page: Page, name: str, stored: Stored) -> None:
+    """A training run's numbers as facts ``{name}.params``, ``{name}.gap``, ..."""
+    m = stored.metrics
+    for key in ("params", "train_loss", "val_loss", "best_val_loss", "best_val_step",
+                "train_seconds"):
+        page.fact(f"{name}.{key}", m[key])
+    page.fact(f"{name}.first_val", stored.log[0]["val"])
+    page.fact(f"{name}.gap", m["val_loss"] - m["train_loss"])
 
 
 def write(page: Page) -> None:

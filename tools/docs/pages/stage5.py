@@ -8,7 +8,7 @@ from collections import Counter
 
 from .. import Job, Page, Run, table
 from . import CLASSIC, ZH_LABELS, classic, preset, train
-from .stage2 import training
+from .stage2 import numbers, training
 
 STAGE = "stage5_gpt"
 RUNS = {d: train(STAGE, d) for d in ("en", "zh")}
@@ -92,11 +92,12 @@ def embeddings(page: Page, data: str, chars: int = 60) -> None:
         for (x, y), (lx, ly), c in zip(xy.tolist(), spots, common, strict=True):
             box = None if c.isalnum() else {"boxstyle": "round,pad=0.15", "lw": 0.5,
                                             "fc": "#fff8e1", "ec": "#ffb300"}
+            moved = (lx, ly) != (x, y)  # then a dot where the character is, a line to it
             ax.annotate(token_label(c), (x, y), (lx, ly), fontsize=10, ha="center",
-                        va="center", bbox=box, arrowprops=None if (lx, ly) == (x, y) else
+                        va="center", bbox=box, arrowprops=None if not moved else
                         {"arrowstyle": "-", "color": "#7986cb", "lw": 0.6, "shrinkA": 6,
                          "shrinkB": 0})
-            if (lx, ly) != (x, y):  # moved aside: a dot where the character is
+            if moved:
                 ax.plot(x, y, "o", color="#7986cb", markersize=2.5)
         ax.update_datalim([*xy.tolist(), *spots])  # texts alone do not widen the axes
         ax.autoscale_view()
@@ -184,10 +185,7 @@ def write(page: Page) -> None:
         page.write(f"{'sample_' if not name.startswith('inspect') else ''}{name}.txt",
                    f"$ {run.command}\n{page.stored(run).stdout}")
     schedule(page)
-    tied = page.stored(TIED).metrics
-    for key in ("params", "best_val_loss", "train_loss", "val_loss"):
-        page.fact(f"tied.{key}", tied[key])
-    page.fact("tied.gap", tied["val_loss"] - tied["train_loss"])
+    numbers(page, "tied", page.stored(TIED))
 
 
 JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
