@@ -28,7 +28,7 @@ train: $(STAMP)
 	*) echo "Next, Tiny Shakespeare in about two minutes: .venv/bin/python -m stage5_gpt.train --preset shakespeare-2min";; \
 	esac
 
-# The fast suite (about five and a half minutes on two cores, under three of them the browser tests);
+# The fast suite (about two and a half minutes on two cores, 80 s of it the browser tests);
 # test-slow: what takes longer (the grader's mutation suite, torchrun, a stored docs run
 # repeated). CI runs both.
 test: $(STAMP)

@@ -1,7 +1,8 @@
 """The built docs site, opened in a real headless Chromium, works fully offline.
 
 The site is built once, served from 127.0.0.1, and every page in the nav is opened
-with every request to any other host aborted (and recorded). For each page: HTTP 200,
+with every request to any other host recorded (and failing: no other host name
+resolves). For each page: HTTP 200,
 no JavaScript errors, math typeset by KaTeX, images loaded and each a link to its
 full-size file, Mermaid diagrams drawn as SVG, no table wider than the page column at
 1280 px, display formulas inside the column (scrolling in their own block where they
@@ -88,7 +89,8 @@ def page_path(site: Path, md: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def playwright_api():
+def playwright_session():
+    """Playwright itself and the Chromium it drives."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -97,12 +99,22 @@ def playwright_api():
     if exe is None:
         unavailable("no Chromium found (apt-get install -y chromium, or set CHROMIUM_PATH)")
     with sync_playwright() as p:
-        try:
-            browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, timeout=60_000)
-        except Exception as err:  # noqa: BLE001 - any launch failure means "no usable browser"
-            unavailable(f"Chromium at {exe} did not start: {err}")
-        yield browser
-        browser.close()
+        yield p, exe
+
+
+def launch_failed(exe: str, err: Exception):
+    unavailable(f"Chromium at {exe} did not start: {err}")
+
+
+@pytest.fixture(scope="module")
+def playwright_api(playwright_session):
+    p, exe = playwright_session
+    try:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, timeout=60_000)
+    except Exception as err:  # noqa: BLE001 - any launch failure means "no usable browser"
+        launch_failed(exe, err)
+    yield browser
+    browser.close()
 
 
 @pytest.fixture(scope="module")
@@ -112,21 +124,24 @@ def site(tmp_path_factory):
         return BUILT[0]
     out = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert result.returncode == 0, f"mkdocs build failed:\n{result.stdout}\n{result.stderr}"
     # The Chinese edition lives under zh/ of the same site, where the language switch of
-    # every page leads, so it is built too, as `make docs` does for readers.
-    if (ROOT / "mkdocs.zh.yml").is_file():
-        result = subprocess.run(
-            [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.zh.yml",
-             "-d", str(out / "zh")],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-        )
+    # every page leads, so it is built too, as `make docs` does for readers: beside the
+    # English one, at the same time (one core each), then moved under it (a build empties
+    # its own folder first).
+    zh = (ROOT / "mkdocs.zh.yml").is_file()
+    targets = [["-d", str(out)]] + [["-f", "mkdocs.zh.yml", "-d", str(out.parent / "zh")]] * zh
+    builds = [subprocess.Popen([sys.executable, "-m", "mkdocs", "build", "--strict", *args], cwd=ROOT,
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for args in targets]
+    results = [subprocess.CompletedProcess(b.args, 0, *b.communicate(timeout=600)) for b in builds]
+    for build, result in zip(builds, results, strict=True):
+        result.returncode = build.returncode
+    assert results[0].returncode == 0, f"mkdocs build failed:\n{results[0].stdout}\n{results[0].stderr}"
+    if zh:
         # A failure here fails test_chinese_edition_builds, not every test of the module.
-        ZH_BUILD.append(result)
+        ZH_BUILD.append(results[1])
+        if results[1].returncode == 0:
+            shutil.move(out.parent / "zh", out / "zh")
     BUILT.append(out)
     return out
 
@@ -175,21 +190,23 @@ OPEN_SHADOW_ROOTS = """
 
 
 @pytest.fixture(scope="module")
-def context(playwright_api, blocked):
-    ctx = playwright_api.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+def context(playwright_session, blocked, chromium_profile):
+    # A profile on disk, unlike a new_context(): Chromium then keeps the compiled code of
+    # the scripts every page loads (KaTeX, Mermaid's 3.5 MB), and a page opens in about half
+    # the time after the first (index.html 1.2 s -> 0.5 s, stage1_data.html 1.9 s -> 1.0 s).
+    p, exe = playwright_session
+    try:
+        ctx = p.chromium.launch_persistent_context(
+            chromium_profile, executable_path=exe, args=CHROMIUM_ARGS,
+            timeout=60_000, viewport={"width": 1280, "height": 900}, service_workers="block")
+    except Exception as err:  # noqa: BLE001 - any launch failure means "no usable browser"
+        launch_failed(exe, err)
     ctx.set_default_timeout(TIMEOUT_MS)
     ctx.add_init_script(OPEN_SHADOW_ROOTS)
 
-    def route(route):
-        url = route.request.url
-        if is_local(url):
-            route.continue_()
-        else:
-            blocked.append(url)
-            route.abort()
-
-    ctx.route("**/*", route)
-    # Requests that bypass routing (e.g. from workers) still show up here.
+    # Every request is seen here (workers' too) and any to another host recorded; the
+    # resolver rules of CHROMIUM_ARGS make it fail. (Routing each request through Python
+    # to abort it would cost about 7 s over the pages.)
     ctx.on("request", lambda req: None if is_local(req.url) else blocked.append(req.url))
     yield ctx
     ctx.close()
@@ -205,13 +222,17 @@ def screenshot_dir():
     return path
 
 
-def open_page(context, url):
-    """Open url; returns (page, response, errors) with JS errors and console errors collected."""
-    page = context.new_page()
-    errors: list[str] = []
+def attach_listeners(page, errors: list[str]) -> None:
+    """Collect the page's JavaScript errors and console errors into ``errors``."""
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
     page.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}")
             if msg.type == "error" else None)
+
+
+def open_page(context, url):
+    """Open url in a new tab; returns (page, response, errors), errors as attach_listeners."""
+    page, errors = context.new_page(), []
+    attach_listeners(page, errors)
     response = page.goto(url, wait_until="load")
     return page, response, errors
 
@@ -318,12 +339,20 @@ def page_reports(context, base_url, site, screenshot_dir):
     """Open every page in the nav once and collect what the tests check."""
     reports = {}
     chinese = [f"zh/{md}" for md in nav_pages()] if (site / "zh").is_dir() else []
+    # One tab for all, as a reader clicks from page to page (a new tab per page costs a
+    # renderer process each: about 5 s over the pages); each page's errors are its own.
+    page, errors = context.new_page(), []
+    attach_listeners(page, errors)
+    cdp = context.new_cdp_session(page)
     for md in [*nav_pages(), *chinese]:
         path = page_path(site, md)
         html = (site / path).read_text(encoding="utf-8")
         expected_mermaid = html.count('class="mermaid"')
-        page, response, errors = open_page(context, base_url + path)
-        report = {"path": path, "status": response.status if response else None, "errors": errors,
+        cdp.send("Emulation.clearDeviceMetricsOverride")  # back to 1280 px, after the phone
+        cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": False})
+        errors.clear()
+        response = page.goto(base_url + path, wait_until="load")
+        report = {"path": path, "status": response.status if response else None,
                   "expected_mermaid": expected_mermaid, "mermaid": [], "mermaid_timeout": False,
                   "mermaid_loaded": page.evaluate("typeof window.mermaid !== 'undefined'")}
         if expected_mermaid:
@@ -338,14 +367,13 @@ def page_reports(context, base_url, site, screenshot_dir):
             page.screenshot(path=str(screenshot_dir / f"{name}.png"), full_page=True)
         # The same page on a phone, without loading it again (that costs 1-4 s a page): the
         # browser emulates a 390 px touch screen as a context with is_mobile=True does.
-        cdp = context.new_cdp_session(page)
         cdp.send("Emulation.setDeviceMetricsOverride", PHONE)
         cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
         report["phone"] = page.evaluate(PHONE_JS)
         if screenshot_dir is not None:
             page.screenshot(path=str(screenshot_dir / f"{name}-390.png"), full_page=True)
-        page.close()
-        reports[md] = report
+        reports[md] = report | {"errors": list(errors)}
+    page.close()
     return reports
 
 
@@ -570,56 +598,33 @@ def test_chinese_text_renders_with_real_glyphs(context, base_url, site, screensh
     page.close()
 
 
-def search(context, base_url, site, query, screenshot_dir=None, name="search", start="index.md"):
-    page, _, errors = open_page(context, base_url + page_path(site, start))
-    box = page.locator("input.md-search__input")
-    box.click()
-    # fill() does not fire the events Material listens to; typing does. Characters
-    # that are not on the keyboard (Chinese) are inserted without a keyup, which is
-    # what Material reacts to, so finish with a key that makes one.
-    box.press_sequentially(query, delay=40)
-    box.press("End")
-    page.wait_for_selector(".md-search-result__item", timeout=TIMEOUT_MS)
-    links = page.locator(".md-search-result__item a").evaluate_all("as => as.map(a => a.href)")
-    texts = page.locator(".md-search-result__item").evaluate_all("as => as.map(a => a.innerText)")
-    if screenshot_dir is not None:
-        page.screenshot(path=str(screenshot_dir / f"{name}.png"))
-    page.close()
-    search.texts = texts  # the result snippets, for the TeX check
-    return links, errors
-
-
 def _hits(links, expected_stem):
     return [u for u in links if urlsplit(u).path.rstrip("/").split("/")[-1].startswith(expected_stem)
             or (expected_stem == "index" and urlsplit(u).path.endswith("/"))]
 
 
-def test_search_finds_an_english_term(context, base_url, site, screenshot_dir):
+def test_search_finds_an_english_term(searches):
     query, expected = ENGLISH_QUERY
-    links, errors = search(context, base_url, site, query, screenshot_dir, "search-en")
+    links, _, errors = searches[query]
     assert not errors, errors
     assert _hits(links, expected), f"searching {query!r} did not find {expected}: {links}"
 
 
-def test_search_finds_a_chinese_term(context, base_url, site, screenshot_dir):
+def test_search_finds_a_chinese_term(searches):
     query, expected = CHINESE_QUERY
-    links, errors = search(context, base_url, site, query, screenshot_dir, "search-zh")
+    links, _, errors = searches[query]
     assert not errors, errors
     assert _hits(links, expected), f"searching {query!r} did not find {expected}: {links}"
 
 
-MATH_QUERY = "baseline"  # its sections quote ln V, 1/V, ln 65 ... as math
-RAW_TEX = ("\\(", "\\)", "\\[", "\\]", "\\frac", "\\ln", "\\times", "\\text", "\\approx", "$")
-
-
-def test_search_snippets_hold_no_raw_tex(context, base_url, site, screenshot_dir):
+def test_search_snippets_hold_no_raw_tex(site, searches):
     index = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))
     with_tex = [d["location"] for d in index["docs"]
                 if any(t in d["title"] + d["text"] for t in ("\\(", "\\["))]
     assert not with_tex, f"search index entries with TeX: {with_tex[:10]}"
-    links, errors = search(context, base_url, site, MATH_QUERY, screenshot_dir, "search-math")
+    _, texts, errors = searches[MATH_QUERY]
     assert not errors, errors
-    snippets = "\n".join(search.texts)
+    snippets = "\n".join(texts)
     assert "ln V" in snippets, f"the snippets should quote the baseline as text: {snippets[:600]}"
     found = [t for t in RAW_TEX if t in snippets]
     assert not found, f"raw TeX {found} in the search result snippets: {snippets[:600]}"
@@ -633,16 +638,61 @@ ZH_QUERIES = (  # the word, then the pages that teach it, the first of them rank
 MISSING = ("Missing", "缺少")  # Material's note on a result that lacks a query term
 
 
+MATH_QUERY = "baseline"  # its sections quote ln V, 1/V, ln 65 ... as math
+RAW_TEX = ("\\(", "\\)", "\\[", "\\]", "\\frac", "\\ln", "\\times", "\\text", "\\approx", "$")
+SEARCHES = {"index.md": (ENGLISH_QUERY[0], CHINESE_QUERY[0], MATH_QUERY),
+            "zh/index.md": tuple(query for query, _ in ZH_QUERIES)}
+
+
+SETTLED_JS = """() => {
+  const now = [...document.querySelectorAll(".md-search-result__item a")].map((a) => a.href).join(" ");
+  const settled = now !== "" && now === window.lastResults;
+  window.lastResults = now;
+  return settled;
+}"""
+
+
+@pytest.fixture(scope="module")
+def searches(context, base_url, site, screenshot_dir) -> dict[str, tuple[list, list, list]]:
+    """Each query of SEARCHES typed in turn into the search box of its edition's home page
+    (one page for all, as a reader searches again): query -> (result links, result texts,
+    the page's errors so far)."""
+    found = {}
+    for start, queries in SEARCHES.items():
+        if start.startswith("zh/") and not (site / "zh" / "index.html").is_file():
+            continue  # test_chinese_edition_builds says why
+        page, _, errors = open_page(context, base_url + page_path(site, start))
+        box = page.locator("input.md-search__input")
+        box.click()
+        for query in queries:
+            box.press("Control+a")
+            box.press("Backspace")  # an empty box: the last results go
+            page.wait_for_selector(".md-search-result__item", state="detached", timeout=TIMEOUT_MS)
+            # fill() does not fire the events Material listens to; typing does. Characters
+            # that are not on the keyboard (Chinese) are inserted without a keyup, which is
+            # what Material reacts to, so finish with a key that makes one.
+            box.press_sequentially(query, delay=40)
+            box.press("End")
+            # The results of each prefix typed show on the way: read them once they stay put.
+            page.wait_for_function(SETTLED_JS, polling=250, timeout=TIMEOUT_MS)
+            items = page.locator(".md-search-result__item")
+            found[query] = (items.locator("a").evaluate_all("as => as.map(a => a.href)"),
+                            items.evaluate_all("as => as.map(a => a.innerText)"), list(errors))
+            if screenshot_dir is not None:
+                page.screenshot(path=str(screenshot_dir / f"search-{len(found)}.png"))
+        page.close()
+    return found
+
+
 def _zh_site(site):
     if not (site / "zh" / "index.html").is_file():
         pytest.fail("the Chinese edition was not built (see test_chinese_edition_builds)")
 
 
 @pytest.mark.parametrize("query, expected", ZH_QUERIES, ids=["layernorm", "attention", "positions"])
-def test_chinese_search_finds_words(context, base_url, site, screenshot_dir, query, expected):
+def test_chinese_search_finds_words(site, searches, query, expected):
     _zh_site(site)
-    links, errors = search(context, base_url, site, query, screenshot_dir,
-                           f"search-zh-{expected[0]}", start="zh/index.md")
+    links, texts, errors = searches[query]
     assert not errors, errors
     pages = [urlsplit(u).path for u in links]
     assert all("/zh/" in p for p in pages), f"{query!r} found pages outside zh/: {pages}"
@@ -654,7 +704,7 @@ def test_chinese_search_finds_words(context, base_url, site, screenshot_dir, que
     # the query short of its last character: docs/hooks/zh_search.py fixes that).
     titles = [(ROOT / "docs" / "zh" / f"{stem}.md").read_text(encoding="utf-8").split("\n")[0]
               .removeprefix("# ").split(" {#")[0] for stem in expected]
-    notes = [t for t in search.texts if any(m in t for m in MISSING)
+    notes = [t for t in texts if any(m in t for m in MISSING)
              and t.replace("\u200b", "").startswith(tuple(titles))]
     assert not notes, f"{query!r}: results say a term is missing: {notes[:3]}"
 

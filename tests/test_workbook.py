@@ -12,7 +12,8 @@ What is checked here:
 - the untouched stages pass every exercise; with every hole open, every exercise is to
   do and every test passes (the solution's code stands in for the holes);
 - one exercise is graded with the solution's code in every other one: a mistake in 4.3
-  fails 4.3 only, even with 4.1 wrong too, or with 4.2 (a constructor) still a hole;
+  fails 4.3 only, even with 4.1 wrong too, or with 4.2 (a constructor) still a hole, and
+  with stage 3 broken by a syntax error in the same run;
 - messages are plain words: no object addresses, no tensor dumps, only the failing part
   of an ``and``;
 - the grader survives the learner's code: a syntax error inside an exercise fails that
@@ -207,16 +208,23 @@ def test_with_every_hole_open_every_exercise_is_to_do_and_the_solution_stands_in
     assert "TODO" in "\n".join(lines) and "NotImplementedError" in "\n".join(lines)
 
 
-def test_a_mistake_fails_its_exercise_only_even_beside_another_mistake_or_a_hole(tmp_path):
-    # Stage 4: the block without its residual, the attention without 1/sqrt(d_k), and the
-    # MLP (a constructor every block calls) still a hole. Stage 5: temperature after the
-    # softmax, beside a right get_lr.
-    folder = workbook(tmp_path, {4: ["4.2"]}, stages=(4, 5))
+@pytest.fixture(scope="module")
+def troubled(tmp_path_factory) -> tuple[dict, Path]:
+    """One grading run (each costs seconds, mostly a fresh torch) of three stages, each with
+    its own trouble. Stage 3: a syntax error inside exercise 3.2. Stage 4: the block without
+    its residual, the attention without 1/sqrt(d_k), and the MLP (a constructor every block
+    calls) still a hole. Stage 5: temperature after the softmax, beside a right get_lr."""
+    folder = workbook(tmp_path_factory.mktemp("troubled"), {4: ["4.2"]}, stages=(3, 4, 5))
+    edit(folder, "3.2", "wei = F.softmax(wei, dim=-1)", "wei = F.softmax(wei, dim=-1")
     edit(folder, "4.3", "x = x + self.attn(self.ln_1(x))", "x = self.attn(self.ln_1(x))")
     edit(folder, "4.1", " / math.sqrt(hs)", "")
     edit(folder, "5.3", "logits = (logits - logits.max(dim=-1, keepdim=True).values) * scale",
          "logits = logits - logits.max(dim=-1, keepdim=True).values")
-    result = W.run_tests(folder, [4, 5], exercise_tests(4, 5))
+    return W.run_tests(folder, [3, 4, 5], exercise_tests(3, 4, 5)), folder
+
+
+def test_a_mistake_fails_its_exercise_only_even_beside_another_mistake_or_a_hole(troubled):
+    result, folder = troubled
     rows = rows_by_id(result, 4, folder)
     assert {k: r["status"] for k, r in rows.items()} == {
         "4.1": "failed", "4.2": "todo", "4.3": "failed"}, rows
@@ -267,16 +275,14 @@ def test_messages_are_plain_words():
 # --------------------------------------------------------------------------- surviving the code
 
 
-def test_a_syntax_error_inside_an_exercise_fails_it_once_and_the_others_are_graded(tmp_path):
-    folder = workbook(tmp_path, {}, stages=(4,))
-    edit(folder, "4.1", "wei = F.softmax(wei, dim=-1)", "wei = F.softmax(wei, dim=-1")
-    result = W.run_tests(folder, [4], exercise_tests(4))
-    rows = rows_by_id(result, 4, folder)
+def test_a_syntax_error_inside_an_exercise_fails_it_once_and_the_others_are_graded(troubled):
+    result, folder = troubled  # stage 3: a parenthesis left open in exercise 3.2
+    rows = rows_by_id(result, 3, folder)
     assert {k: r["status"] for k, r in rows.items()} == {
-        "4.1": "failed", "4.2": "passed", "4.3": "passed"}
-    message = rows["4.1"]["message"]
-    assert re.search(r"syntax error at stage4_block/model\.py line \d+", message), message
-    assert "inside exercise 4.1" in message
+        "3.1": "passed", "3.2": "failed", "3.3": "passed"}
+    message = rows["3.2"]["message"]
+    assert re.search(r"syntax error at stage3_attention/model\.py line \d+", message), message
+    assert "inside exercise 3.2" in message
     text = "\n".join(W.summary(result, list(rows.values()))[0])
     assert text.count("syntax error") == 1, text
 
