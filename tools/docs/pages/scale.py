@@ -82,6 +82,18 @@ def transformer_figure(page: Page, lang: str) -> None:
     plt.close(fig)
 
 
+def in_gpt2(name: str) -> tuple[str, str]:
+    """Where GPT-2 keeps our weight ``name``, in English and in Chinese: under the same name,
+    transposed (its Conv1D stores (in, out)), or nowhere (our head's bias, set to 0)."""
+    from stage5_gpt.gpt2 import TRANSPOSED
+
+    if name == "lm_head.bias":
+        return "none: set to 0", "没有：设为 0"
+    if name.endswith(TRANSPOSED):
+        return f"{name} (transposed)", f"{name}（转置）"
+    return name, name
+
+
 def write(page: Page) -> None:
     for name, run in PRESETS.items():
         m = page.stored(run).metrics
@@ -98,11 +110,11 @@ def write(page: Page) -> None:
 
     with torch.device("meta"):
         rows = mapping(GPTConfig(**SMALL, bias=True, tie_weights=True))
+    cells = [in_gpt2(n) for n, _, _ in rows]
+    assert [c[0] for c in cells] == [t for _, _, t in rows], "gpt2.mapping() changed its words"
     page.both("gpt2", table({"en": ["stage 5's name", "shape (GPT-2 small)", "in GPT-2"],
                              "zh": ["第五步里的名字", "形状（GPT-2 small）", "在 GPT-2 里"]},
-                            [(f"`{n}`", f"`{s}`", (t, t.replace("(transposed)", "（转置）")
-                                                   .replace("none: set to 0", "没有：设为 0")))
-                             for n, s, t in rows]))
+                            [(f"`{n}`", f"`{s}`", c) for (n, s, _), c in zip(rows, cells, strict=True)]))
     from stage5_gpt.data import load_text
 
     merges, before, after = bpe(load_text("en"), 12)
