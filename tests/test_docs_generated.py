@@ -118,8 +118,11 @@ def test_a_stored_run_repeats_its_numbers(tmp_path):
                          env={"PYTHONPATH": str(store.ROOT), "PATH": "/usr/bin:/bin"}).stdout
     strip = lambda s: SECONDS.sub("", store.without_verdict(s))  # noqa: E731
     assert strip(out).splitlines() == strip(stored.stdout).splitlines()
-    assert json.loads((tmp_path / "out" / run.stage / "metrics.json").read_text())["val_loss"] \
-        == stored.metrics["val_loss"]
+    # Bit for bit on the CPU the docs were made on. Another CPU of the same name (a newer
+    # AMD EPYC with AVX-512: PyTorch picks other vector kernels) sums in another order: the
+    # printed numbers above still agree, the last digits of the full float may not.
+    val = json.loads((tmp_path / "out" / run.stage / "metrics.json").read_text())["val_loss"]
+    assert val == pytest.approx(stored.metrics["val_loss"], rel=1e-6, abs=0)
 
 
 def test_embedding_labels_never_cover_each_other():
