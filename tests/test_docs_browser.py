@@ -2,9 +2,8 @@
 
 The site is built once, served from 127.0.0.1, and every page in the nav is opened
 with every request to any other host recorded (and failing: no other host name
-resolves). For each page: HTTP 200,
-no JavaScript errors, math typeset by KaTeX, images loaded and each a link to its
-full-size file, Mermaid diagrams drawn as SVG, no table wider than the page column at
+resolves). For each page: HTTP 200, no JavaScript errors, math typeset by KaTeX, images
+loaded and each a link to its full-size file, Mermaid diagrams drawn as SVG, no table wider than the page column at
 1280 px, display formulas inside the column (scrolling in their own block where they
 are wider), stage diffs as a summary plus one collapsible block per file, diff blocks
 syntax highlighted; then the same pages on a 390 px phone (formulas and tables scroll
@@ -102,17 +101,13 @@ def playwright_session():
         yield p, exe
 
 
-def launch_failed(exe: str, err: Exception):
-    unavailable(f"Chromium at {exe} did not start: {err}")
-
-
 @pytest.fixture(scope="module")
 def playwright_api(playwright_session):
     p, exe = playwright_session
     try:
         browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS, timeout=60_000)
     except Exception as err:  # noqa: BLE001 - any launch failure means "no usable browser"
-        launch_failed(exe, err)
+        unavailable(f"Chromium at {exe} did not start: {err}")
     yield browser
     browser.close()
 
@@ -133,9 +128,10 @@ def site(tmp_path_factory):
     builds = [subprocess.Popen([sys.executable, "-m", "mkdocs", "build", "--strict", *args], cwd=ROOT,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
               for args in targets]
-    results = [subprocess.CompletedProcess(b.args, 0, *b.communicate(timeout=600)) for b in builds]
-    for build, result in zip(builds, results, strict=True):
-        result.returncode = build.returncode
+    results = []
+    for build in builds:  # communicate() first: waiting on a full pipe would never end
+        stdout, stderr = build.communicate(timeout=600)
+        results.append(subprocess.CompletedProcess(build.args, build.returncode, stdout, stderr))
     assert results[0].returncode == 0, f"mkdocs build failed:\n{results[0].stdout}\n{results[0].stderr}"
     if zh:
         # A failure here fails test_chinese_edition_builds, not every test of the module.
@@ -200,7 +196,7 @@ def context(playwright_session, blocked, chromium_profile):
             chromium_profile, executable_path=exe, args=CHROMIUM_ARGS,
             timeout=60_000, viewport={"width": 1280, "height": 900}, service_workers="block")
     except Exception as err:  # noqa: BLE001 - any launch failure means "no usable browser"
-        launch_failed(exe, err)
+        unavailable(f"Chromium at {exe} did not start: {err}")
     ctx.set_default_timeout(TIMEOUT_MS)
     ctx.add_init_script(OPEN_SHADOW_ROOTS)
 
@@ -227,6 +223,20 @@ def attach_listeners(page, errors: list[str]) -> None:
     page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
     page.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}")
             if msg.type == "error" else None)
+
+
+def one_tab(context, urls):
+    """Open each url in turn in one tab, as a reader clicks from page to page (a new tab per
+    page costs a renderer process: about 5 s over the nav's pages). Yields (url, page,
+    response, errors), the errors of that page only."""
+    page, errors = context.new_page(), []
+    attach_listeners(page, errors)
+    try:
+        for url in urls:
+            errors.clear()
+            yield url, page, page.goto(url, wait_until="load"), errors
+    finally:
+        page.close()
 
 
 def open_page(context, url):
@@ -339,19 +349,10 @@ def page_reports(context, base_url, site, screenshot_dir):
     """Open every page in the nav once and collect what the tests check."""
     reports = {}
     chinese = [f"zh/{md}" for md in nav_pages()] if (site / "zh").is_dir() else []
-    # One tab for all, as a reader clicks from page to page (a new tab per page costs a
-    # renderer process each: about 5 s over the pages); each page's errors are its own.
-    page, errors = context.new_page(), []
-    attach_listeners(page, errors)
-    cdp = context.new_cdp_session(page)
-    for md in [*nav_pages(), *chinese]:
-        path = page_path(site, md)
-        html = (site / path).read_text(encoding="utf-8")
-        expected_mermaid = html.count('class="mermaid"')
-        cdp.send("Emulation.clearDeviceMetricsOverride")  # back to 1280 px, after the phone
-        cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": False})
-        errors.clear()
-        response = page.goto(base_url + path, wait_until="load")
+    paths = {base_url + page_path(site, md): md for md in [*nav_pages(), *chinese]}
+    for url, page, response, errors in one_tab(context, paths):
+        md, path = paths[url], url.removeprefix(base_url)
+        expected_mermaid = (site / path).read_text(encoding="utf-8").count('class="mermaid"')
         report = {"path": path, "status": response.status if response else None,
                   "expected_mermaid": expected_mermaid, "mermaid": [], "mermaid_timeout": False,
                   "mermaid_loaded": page.evaluate("typeof window.mermaid !== 'undefined'")}
@@ -367,13 +368,16 @@ def page_reports(context, base_url, site, screenshot_dir):
             page.screenshot(path=str(screenshot_dir / f"{name}.png"), full_page=True)
         # The same page on a phone, without loading it again (that costs 1-4 s a page): the
         # browser emulates a 390 px touch screen as a context with is_mobile=True does.
+        cdp = context.new_cdp_session(page)
         cdp.send("Emulation.setDeviceMetricsOverride", PHONE)
         cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
         report["phone"] = page.evaluate(PHONE_JS)
         if screenshot_dir is not None:
             page.screenshot(path=str(screenshot_dir / f"{name}-390.png"), full_page=True)
+        cdp.send("Emulation.clearDeviceMetricsOverride")  # 1280 px again for the next page
+        cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": False})
+        cdp.detach()
         reports[md] = report | {"errors": list(errors)}
-    page.close()
     return reports
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import test_docs_browser as docs_browser
 import torch
-from test_docs_browser import TIMEOUT_MS, attach_listeners, is_local, open_page, page_path
+from test_docs_browser import TIMEOUT_MS, is_local, one_tab, open_page, page_path
 from test_explorer import explorer
 
 from tools.docs import stale
@@ -342,14 +342,10 @@ def test_every_page_with_an_explorer_draws_it(context, base_url, site):
     """The full page, and the compact version wherever a page includes it."""
     pages = [p for p in sorted(site.glob("*.html")) if 'class="gpt-explorer"' in p.read_text(encoding="utf-8")]
     assert "explorer.html" in [p.name for p in pages]
-    page, errors = context.new_page(), []  # one tab: a new one per page costs a process
-    attach_listeners(page, errors)
-    for path in pages:
-        page.goto(base_url + path.name, wait_until="load")
+    for url, page, _, errors in one_tab(context, [base_url + path.name for path in pages]):
         page.wait_for_function(READY, timeout=TIMEOUT_MS)
         assert page.locator(".gpt-explorer .gx-top li").count() >= 10
-        assert not errors, (path.name, errors)
-    page.close()
+        assert not errors, (url, errors)
 
 
 def test_from_the_file_system_it_explains_instead_of_failing(context, site):
@@ -528,15 +524,11 @@ def test_zh_edition_layout(playwright_api, base_url, zh_site, shots, width, sche
 def test_every_zh_page_with_an_explorer_draws_it_in_chinese(context, base_url, zh_site):
     pages = [p for p in sorted(zh_site.glob("*.html")) if 'class="gpt-explorer"' in p.read_text(encoding="utf-8")]
     assert "explorer.html" in [p.name for p in pages]
-    page, errors = context.new_page(), []
-    attach_listeners(page, errors)
-    for path in pages:
-        page.goto(base_url + "zh/" + path.name, wait_until="load")
+    for url, page, _, errors in one_tab(context, [base_url + "zh/" + path.name for path in pages]):
         page.wait_for_function(READY, timeout=TIMEOUT_MS)
         assert page.locator(".gpt-explorer .gx-top li").count() >= 10
         assert page.locator(".gpt-explorer .gx-status").first.inner_text().startswith("中文模型：")
-        assert not errors, (path.name, errors)
-    page.close()
+        assert not errors, (url, errors)
 
 
 def test_zh_edition_from_the_file_system_explains_in_chinese(context, zh_site):
