@@ -52,7 +52,7 @@ class Job:
         code = sources(Path(sys.modules[self.action.__module__].__file__))
         parts = {"name": self.name, "code": code_key(*code),
                  "files": code_key(*(ROOT / f for f in self.files)) if self.files else "",
-                 "runs": [run.key() for run in self.runs]}
+                 "runs": [store.facts_key(run) for run in self.runs]}
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -127,16 +127,17 @@ def stale(chosen: list[Job]) -> list[Job]:
     return [j for j in chosen if recorded.get(j.name, {}).get("key") != j.key()]
 
 
-def make(chosen: list[Job]) -> None:
-    """Make the stale runs these jobs read, then run the jobs, each into a clean folder."""
+def make(chosen: list[Job], here: bool = False) -> None:
+    """Make the stale runs these jobs read (``here``: also those stored on another kind of
+    CPU), then every job whose runs' facts changed, each into a clean folder."""
     runs = list(dict.fromkeys(r for j in chosen for r in j.runs))
-    todo = [r for r in runs if not store.fresh(r)]
+    todo = [r for r in runs if not store.fresh(r) or (here and not store.made_here(r))]
     missing = [r for r in todo if not store.available(r)]
     if missing:
         sys.exit("these runs need a classic corpus: " + ", ".join(r.command for r in missing)
                  + "\npass --shakespeare PATH / --tang FOLDER once (they are kept in .cache/)")
-    print(f"{len(todo)} runs to make, then {len(chosen)} jobs", flush=True)
-    store.make_all(todo)
+    print(f"{len(todo)} runs to make, then the jobs that read them", flush=True)
+    store.make_all(todo, again=here)
     recorded = manifest()
     for job in chosen:
         t0 = time.time()

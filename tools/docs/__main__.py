@@ -4,6 +4,7 @@
     python -m tools.docs                    # make what is stale: runs first, then jobs
     python -m tools.docs stage5 compare     # these pages' jobs (and the stale runs they read)
     python -m tools.docs --check            # exit 1 if anything is stale (the tests run it)
+    python -m tools.docs --here             # make again what another kind of CPU made
     python -m tools.docs --shakespeare PATH --tang FOLDER   # the classic corpora, once
 
 Runs keyed by meaning: a comment or docstring edit makes nothing stale; an edit to a
@@ -31,7 +32,7 @@ def listing(all_jobs) -> str:
     runs = list(dict.fromkeys(r for j in all_jobs for r in j.runs))
     for run in runs:
         stored = store.load(run)
-        state = "fresh" if store.fresh(run) else "stale"
+        state = "stale" if not store.fresh(run) else "fresh" if store.made_here(run) else "fresh*"
         seconds = stored.seconds if stored else 60.0
         todo += seconds if state == "stale" else 0
         lines.append(f"{state:6}{minutes(seconds):>9}  {run.command}")
@@ -42,6 +43,9 @@ def listing(all_jobs) -> str:
         todo += seconds if state == "stale" else 0
         lines.append(f"{state:6}{minutes(seconds):>9}  job {job.name}: {len(job.runs)} runs")
     n = sum(line.startswith("stale") for line in lines)
+    if any(line.startswith("fresh*") for line in lines):
+        lines.append("fresh*: stored on another kind of CPU; a page that reads its checkpoint "
+                     "cannot remake it here (--here makes them all again)")
     return "\n".join(lines + [f"{n} stale; making them takes about {minutes(todo)}"
                               if n else "everything is fresh"])
 
@@ -53,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("pages", nargs="*", metavar="PAGE", help="jobs whose name starts with PAGE")
     p.add_argument("--list", action="store_true", help="list every run and job and its state")
     p.add_argument("--check", action="store_true", help="exit 1 if anything is stale")
+    p.add_argument("--here", action="store_true", help="make again every run stored on another "
+                   "kind of CPU (their checkpoints cannot be remade bit for bit here)")
     p.add_argument("--shakespeare", type=Path, help="a local copy of tinyshakespeare.txt")
     p.add_argument("--tang", type=Path, help="a folder with the 58 poet.tang.*.json files")
     args = p.parse_args(argv)
@@ -70,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in args.pages if not any(j.name.startswith(n) for j in all_jobs)]
     if unknown:
         p.error(f"no page {', '.join(unknown)}; pages: {', '.join(j.name for j in all_jobs)}")
-    chosen = [j for j in all_jobs if any(j.name.startswith(n) for n in args.pages)] or behind
-    make(chosen)
+    chosen = ([j for j in all_jobs if any(j.name.startswith(n) for n in args.pages)]
+              or (all_jobs if args.here else behind))
+    make(chosen, args.here)
     return 0
 
 

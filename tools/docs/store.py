@@ -138,14 +138,25 @@ class Stored:
     machine: dict = field(default_factory=dict)
 
 
+@cache
 def machine() -> dict:
-    """Where a run was made: what decides whether it repeats bit for bit."""
+    """Where a run was made. ``kind`` decides whether it repeats bit for bit: PyTorch picks
+    its vector kernels by the CPU's instruction sets (``AVX2``, ``AVX512``), and two CPUs of
+    one name (``AMD EPYC``) may differ in family and in those, and sum in another order."""
     import torch
 
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
-               platform.processor()) if Path("/proc/cpuinfo").is_file() else platform.processor()
-    return {"torch": torch.__version__, "cpu": cpu, "python": platform.python_version()}
+    fields = {}
+    if Path("/proc/cpuinfo").is_file():
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if not line.strip():
+                break  # the first processor is enough
+            fields.setdefault(name.strip(), value.strip())
+    cpu = fields.get("model name") or platform.processor()
+    kind = (f"{cpu}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')}, "
+            f"{torch.backends.cpu.get_cpu_capability()}")
+    return {"torch": torch.__version__, "cpu": cpu, "kind": kind,
+            "python": platform.python_version()}
 
 
 def path_of(run: Run) -> Path:
@@ -227,44 +238,61 @@ def save(run: Run, stored: Stored) -> None:
                             encoding="utf-8")
 
 
-def make(run: Run) -> Stored:
-    """The stored facts of ``run``, made first if they are missing or stale."""
+def make(run: Run, again: bool = False) -> Stored:
+    """The stored facts of ``run``, made first if they are missing or stale (or ``again``)."""
     stored = load(run)
-    if stored is None or stored.key != run.key():
+    if again or stored is None or stored.key != run.key():
         stored = execute(run)
         save(run, stored)
     return stored
 
 
-def make_all(runs: list[Run], workers: int = 2) -> None:
+def make_all(runs: list[Run], workers: int = 2, again: bool = False) -> None:
     """Make the stale ones among ``runs``, ``workers`` at a time: each runs on one thread.
     A command that reads another run's folder waits for that run."""
     from concurrent.futures import ThreadPoolExecutor
 
-    todo = [r for r in dict.fromkeys(runs) if not fresh(r)]
+    todo = [r for r in dict.fromkeys(runs) if again or not fresh(r)]
     alone = [r for r in todo if "--threads" in r.flags  # a run on more threads than one
              and r.flags[r.flags.index("--threads") + 1] != THREADS]  # has the machine to itself
+    def one(run: Run) -> Stored:
+        return make(run, again)
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(make, [r for r in todo if not r.after and r not in alone]))  # and raise
+        list(pool.map(one, [r for r in todo if not r.after and r not in alone]))  # and raise
         for run in alone:
-            make(run)
-        list(pool.map(make, [r for r in todo if r.after and r not in alone]))
+            one(run)
+        list(pool.map(one, [r for r in todo if r.after and r not in alone]))
 
 
 def folder(run: Run) -> Path:
-    """The run's output folder (checkpoints, loss.png, ...), made again if the cache lacks
-    it; a remade run must end on the numbers the store keeps, or the store says so."""
+    """The run's output folder (checkpoints, loss log, ...), made again if the cache lacks
+    it. The remade run must end on the numbers the store keeps, which holds on the kind of
+    CPU it was stored on (``machine``): elsewhere the sums' last bits differ, and 2,000 steps
+    grow them into other printed numbers; ``python -m tools.docs --here`` then remakes all."""
     stored = make(run)
     here = run_dir(run)
     if not (here / "key.txt").is_file() or (here / "key.txt").read_text() != stored.key:
         again = execute(run)
         if (again.metrics, again.stdout if not again.metrics else "") != (
                 stored.metrics, stored.stdout if not stored.metrics else ""):
+            shutil.rmtree(here)  # no folder that disagrees with the facts the pages show
             sys.exit(f"{run.command} did not repeat its stored numbers here (val loss "
                      f"{again.metrics.get('val_loss')} now, {stored.metrics.get('val_loss')} "
-                     f"stored on {stored.machine.get('cpu')}): delete {path_of(run)} to keep "
-                     "the new run")
+                     f"stored on {stored.machine.get('kind', stored.machine.get('cpu'))}, this is "
+                     f"{machine()['kind']}): `python -m tools.docs --here` makes every run again "
+                     "on this machine, and every page from them")
     return here
+
+
+def made_here(run: Run) -> bool:
+    """Was the stored run made on this kind of CPU (so that it repeats here bit for bit)?"""
+    stored = load(run)
+    return stored is not None and stored.machine.get("kind") == machine()["kind"]
+
+
+def facts_key(run: Run) -> str:
+    """What a job that reads ``run`` depends on: the stored facts, once they are fresh."""
+    return hashlib.sha256(path_of(run).read_bytes()).hexdigest() if fresh(run) else run.key()
 
 
 def provide(shakespeare: Path | None = None, tang: Path | None = None) -> None:

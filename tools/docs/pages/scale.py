@@ -11,6 +11,7 @@ from .stage5 import PRESETS, SAMPLES
 
 # Published validation losses on Tiny Shakespeare, character level (the sources the page cites).
 PUBLISHED = {"nanogpt_cpu": 1.88, "lecture_gpu": 1.48}
+LECTURE = {"params": 10_788_929, "tokens": 64 * 256 * 5000}  # as its script prints; B * T * steps
 
 
 def bpe(text: str, merges: int) -> tuple[list[tuple[str, str, int]], int, int]:
@@ -99,6 +100,13 @@ def write(page: Page) -> None:
         m = page.stored(run).metrics
         page.fact(f"{name}.best", m["best_val_loss"])
         page.fact(f"{name}.seconds", m["train_seconds"])
+    from stage5_gpt.presets import PRESETS as SETTINGS
+
+    short, p = page.stored(PRESETS["shakespeare-2min"]).metrics, SETTINGS["shakespeare-2min"]
+    ratio = (LECTURE["params"] * LECTURE["tokens"]  # compute ~ 6 x parameters x tokens
+             / (short["params"] * p["batch_size"] * p["block_size"] * p["max_iters"]))
+    page.fact("lecture.ratio", ratio)
+    page.fact("lecture.hours", ratio * short["train_seconds"] / 3600)  # at the 2-minute pace
     for name in ("shakespeare-2min", "tang-2min"):
         page.write(f"sample_{name}.txt", page.stored(SAMPLES[name]).stdout)
     for key, value in PUBLISHED.items():

@@ -15,14 +15,15 @@ ERRORS = (Run("stage2_bigram", "--prompt", "café", module="sample", fails=True,
 
 
 def training(page: Page, stage: str, runs: dict[str, Run]) -> None:
-    """Per corpus: what the trainer printed, its loss curve in both languages, its numbers."""
+    """Per corpus: what the trainer printed, its loss curve in both languages (drawn from the
+    stored log as the trainer draws it: no checkpoint folder needed), its numbers."""
     from stage2_bigram.plots import plot_losses  # the same drawing in every stage
 
     for data, run in runs.items():
         stored = page.stored(run)
         name = data if run.flags[:1] != ("--preset",) else run.flags[1]
         page.write(f"train_{name}.txt", stored.stdout)
-        page.copy(page.folder(run) / "loss.png", f"loss_{name}.png")
+        plot_losses(stored.log, page.dir / f"loss_{name}.png", f"{stage} on {data}")
         plot_losses(stored.log, page.dir / f"loss_{name}_zh.png", f"{stage}，{data}", ZH_LABELS)
         numbers(page, name, stored)
 
