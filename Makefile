@@ -28,7 +28,7 @@ train: $(STAMP)
 	*) echo "Next, Tiny Shakespeare in about two minutes: .venv/bin/python -m stage5_gpt.train --preset shakespeare-2min";; \
 	esac
 
-# The fast suite (under two minutes on two cores: one pytest process per core, each test
+# The fast suite (about two minutes on two cores: one pytest process per core, each test
 # file in one of them; the browser tests take 80 s of one core);
 # test-slow: what takes longer (the grader's mutation suite, torchrun, a stored docs run
 # repeated). CI runs both.

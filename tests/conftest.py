@@ -225,7 +225,7 @@ class BackgroundRuns:
 
 
 # Tests of many seconds each whose point another fast test already makes for one stage or
-# one case: `make test-slow` runs them (CI runs both), keeping `make test` under two minutes.
+# one case: `make test-slow` runs them (CI runs both), keeping `make test` near two minutes.
 SLOW_HERE = (
     "tests/test_plots.py::test_figures_print_no_font_warnings",  # a fresh matplotlib each
     "tests/test_plots.py::test_the_packaged_variable_font_prints_no_font_warnings",

@@ -100,10 +100,6 @@ class Page:
         self.write(f"{name}.md", texts["en"])
         self.write(f"{name}.zh.md", texts["zh"])
 
-    def copy(self, src: Path, name: str) -> None:
-        (self.dir / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(src, self.dir / name)
-
     def fact(self, name: str, value) -> None:
         """A number or word the pages' prose may quote or check (docs/hooks/facts.py)."""
         self.facts[name.replace("-", "_")] = value  # names are words: "tang-2min" -> tang_2min
@@ -137,7 +133,7 @@ def make(chosen: list[Job], here: bool = False) -> None:
         sys.exit("these runs need a classic corpus: " + ", ".join(r.command for r in missing)
                  + "\npass --shakespeare PATH / --tang FOLDER once (they are kept in .cache/)")
     print(f"{len(todo)} runs to make, then the jobs that read them", flush=True)
-    store.make_all(todo, again=here)
+    store.make_all(todo)
     recorded = manifest()
     for job in chosen:
         t0 = time.time()

@@ -238,25 +238,26 @@ def save(run: Run, stored: Stored) -> None:
                             encoding="utf-8")
 
 
-def make(run: Run, again: bool = False) -> Stored:
-    """The stored facts of ``run``, made first if they are missing or stale (or ``again``)."""
+def make(run: Run) -> Stored:
+    """The stored facts of ``run``, made first if they are missing or stale."""
     stored = load(run)
-    if again or stored is None or stored.key != run.key():
+    if stored is None or stored.key != run.key():
         stored = execute(run)
         save(run, stored)
     return stored
 
 
-def make_all(runs: list[Run], workers: int = 2, again: bool = False) -> None:
-    """Make the stale ones among ``runs``, ``workers`` at a time: each runs on one thread.
-    A command that reads another run's folder waits for that run."""
+def make_all(runs: list[Run], workers: int = 2) -> None:
+    """Make ``runs`` (stale, or stored on another kind of CPU) and store them, ``workers`` at
+    a time: each runs on one thread. A command that reads another run's folder waits for it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    todo = [r for r in dict.fromkeys(runs) if again or not fresh(r)]
+    todo = list(dict.fromkeys(runs))
     alone = [r for r in todo if "--threads" in r.flags  # a run on more threads than one
              and r.flags[r.flags.index("--threads") + 1] != THREADS]  # has the machine to itself
-    def one(run: Run) -> Stored:
-        return make(run, again)
+
+    def one(run: Run) -> None:
+        save(run, execute(run))
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(one, [r for r in todo if not r.after and r not in alone]))  # and raise
         for run in alone:
@@ -278,7 +279,7 @@ def folder(run: Run) -> Path:
             shutil.rmtree(here)  # no folder that disagrees with the facts the pages show
             sys.exit(f"{run.command} did not repeat its stored numbers here (val loss "
                      f"{again.metrics.get('val_loss')} now, {stored.metrics.get('val_loss')} "
-                     f"stored on {stored.machine.get('kind', stored.machine.get('cpu'))}, this is "
+                     f"stored on {stored.machine.get('kind')}, this is "
                      f"{machine()['kind']}): `python -m tools.docs --here` makes every run again "
                      "on this machine, and every page from them")
     return here

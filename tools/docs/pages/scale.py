@@ -100,11 +100,9 @@ def write(page: Page) -> None:
         m = page.stored(run).metrics
         page.fact(f"{name}.best", m["best_val_loss"])
         page.fact(f"{name}.seconds", m["train_seconds"])
-    from stage5_gpt.presets import PRESETS as SETTINGS
-
-    short, p = page.stored(PRESETS["shakespeare-2min"]).metrics, SETTINGS["shakespeare-2min"]
+    short = page.stored(PRESETS["shakespeare-2min"]).metrics
     ratio = (LECTURE["params"] * LECTURE["tokens"]  # compute ~ 6 x parameters x tokens
-             / (short["params"] * p["batch_size"] * p["block_size"] * p["max_iters"]))
+             / (short["params"] * short["batch_size"] * short["block_size"] * short["steps"]))
     page.fact("lecture.ratio", ratio)
     page.fact("lecture.hours", ratio * short["train_seconds"] / 3600)  # at the 2-minute pace
     for name in ("shakespeare-2min", "tang-2min"):
