@@ -11,8 +11,9 @@ Three parts, each small:
 - ``tables.py``: a table is one set of rows with an English and a Chinese header; a
   reading is prose in each edition over the same facts, checked (docs/hooks/facts.py).
 
-A job is data: a name, its inputs (runs, repository files, its module's code and the
-tools/docs modules it imports) and an action. ``docs/generated/manifest.json`` records
+A job is data: a name, its inputs (runs, the runs whose checkpoints it reads, repository
+files, its module's code and the tools/docs modules it imports, of this module and
+store.py, which only run it, just ``Page``) and an action. ``docs/generated/manifest.json`` records
 each job's input key; a job is stale when the key changed, and ``python -m tools.docs
 --check`` (a test runs it) says which.
 """
@@ -47,10 +48,12 @@ class Job:
     action: Callable[[Page], None]
     runs: tuple[Run, ...] = ()
     files: tuple[str, ...] = ()  # repository files or folders the action reads or runs
+    folders: tuple[Run, ...] = ()  # runs (among ``runs``) whose checkpoints the action reads
 
     def key(self) -> str:
-        code = sources(Path(sys.modules[self.action.__module__].__file__))
-        parts = {"name": self.name, "code": code_key(*code),
+        code = [p for p in sources(Path(sys.modules[self.action.__module__].__file__))
+                if p.name != "store.py" and p != Path(__file__)]  # they run it: page_meaning
+        parts = {"name": self.name, "code": code_key(*code), "page": page_meaning(),
                  "files": code_key(*(ROOT / f for f in self.files)) if self.files else "",
                  "runs": [store.facts_key(run) for run in self.runs]}
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
@@ -75,6 +78,14 @@ def sources(path: Path) -> list[Path]:
     return seen
 
 
+def page_meaning() -> str:
+    """The meaning of ``Page``, the one part of this module and of store.py that decides
+    what a job writes: an edit to the rest (how jobs and runs are made, kept and checked)
+    makes no job stale."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    return store.tree_meaning(next(n for n in tree.body if getattr(n, "name", "") == "Page"))
+
+
 class Page:
     """What a job's action gets: its stored runs, and its folder to write into."""
 
@@ -87,7 +98,7 @@ class Page:
 
     def folder(self, run: Run) -> Path:
         """The run's output folder: its checkpoints and the files it drew."""
-        assert run in self.job.runs, f"job {self.job.name} reads {run.id} but does not list it"
+        assert run in self.job.folders, f"job {self.job.name} reads {run.id}'s folder: list it"
         return store.folder(run)
 
     def write(self, name: str, text: str) -> None:
@@ -126,7 +137,7 @@ def stale(chosen: list[Job]) -> list[Job]:
 def make(chosen: list[Job], here: bool = False) -> None:
     """Make the stale runs these jobs read (``here``: also those stored on another kind of
     CPU), then every job whose runs' facts changed, each into a clean folder."""
-    runs = list(dict.fromkeys(r for j in chosen for r in j.runs))
+    chosen, runs = list(chosen), list(dict.fromkeys(r for j in chosen for r in j.runs))
     todo = [r for r in runs if not store.fresh(r) or (here and not store.made_here(r))]
     missing = [r for r in todo if not store.available(r)]
     if missing:
@@ -134,6 +145,13 @@ def make(chosen: list[Job], here: bool = False) -> None:
                  + "\npass --shakespeare PATH / --tang FOLDER once (they are kept in .cache/)")
     print(f"{len(todo)} runs to make, then the jobs that read them", flush=True)
     store.make_all(todo)
+    # The checkpoints the jobs read, remade where the cache lacks them; on another kind of
+    # CPU than the stored one, such a run's facts change (store.folder), and every job that
+    # reads them is made too.
+    facts = {r: store.facts_key(r) for j in jobs() for r in j.runs}
+    store.folders([r for j in chosen for r in j.folders])
+    changed = {r for r, key in facts.items() if store.facts_key(r) != key}
+    chosen += [j for j in jobs() if changed & set(j.runs) and j not in chosen]
     recorded = manifest()
     for job in chosen:
         t0 = time.time()

@@ -10,8 +10,11 @@
 Runs keyed by meaning: a comment or docstring edit makes nothing stale; an edit to a
 stage's drawing code (lens.py, visualize.py, ...) makes only the commands that draw
 stale, which read the stored checkpoints; an edit to its model makes its trainings
-stale. The Tiny Shakespeare and Tang runs need the corpus in .cache/docs/data/, put there
-by --shakespeare and --tang (a local copy: nothing is downloaded).
+stale. A checkpoint the cache lacks is made again; on another kind of CPU than the one
+it was stored on, its run's numbers come out a little different and replace the stored
+ones (--list says "remake" and "fresh*"). The Tiny Shakespeare and Tang runs need the
+corpus in .cache/docs/data/, put there by --shakespeare and --tang (a local copy:
+nothing is downloaded).
 """
 
 from __future__ import annotations
@@ -37,15 +40,21 @@ def listing(all_jobs) -> str:
         todo += seconds if state == "stale" else 0
         lines.append(f"{state:6}{minutes(seconds):>9}  {run.command}")
     stale_jobs = {j.name for j in stale(all_jobs)}
+    for run in dict.fromkeys(r for j in all_jobs if j.name in stale_jobs for r in j.folders):
+        if store.fresh(run) and not store.cached(run):  # a checkpoint to make again first
+            todo += store.load(run).seconds
+            lines.append(f"remake{minutes(store.load(run).seconds):>9}  {run.command} "
+                         "(its checkpoint)")
     for job in all_jobs:
         seconds = recorded.get(job.name, {}).get("seconds", 5.0)
         state = "stale" if job.name in stale_jobs else "fresh"
         todo += seconds if state == "stale" else 0
         lines.append(f"{state:6}{minutes(seconds):>9}  job {job.name}: {len(job.runs)} runs")
-    n = sum(line.startswith("stale") for line in lines)
+    n = sum(line.startswith(("stale", "remake")) for line in lines)
     if any(line.startswith("fresh*") for line in lines):
-        lines.append("fresh*: stored on another kind of CPU; a page that reads its checkpoint "
-                     "cannot remake it here (--here makes them all again)")
+        lines.append("fresh*: stored on another kind of CPU; where a page needs its checkpoint, "
+                     "the run is made again here and its new numbers replace the stored ones "
+                     "(--here makes them all again)")
     return "\n".join(lines + [f"{n} stale; making them takes about {minutes(todo)}"
                               if n else "everything is fresh"])
 
@@ -58,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--list", action="store_true", help="list every run and job and its state")
     p.add_argument("--check", action="store_true", help="exit 1 if anything is stale")
     p.add_argument("--here", action="store_true", help="make again every run stored on another "
-                   "kind of CPU (their checkpoints cannot be remade bit for bit here)")
+                   "kind of CPU, so that all the docs' numbers come from this one")
     p.add_argument("--shakespeare", type=Path, help="a local copy of tinyshakespeare.txt")
     p.add_argument("--tang", type=Path, help="a folder with the 58 poet.tang.*.json files")
     args = p.parse_args(argv)

@@ -50,7 +50,11 @@ def meaning(path: Path) -> str:
     (comments, docstrings and formatting do not count), any other file's bytes."""
     if path.suffix != ".py":
         return hashlib.sha256(path.read_bytes()).hexdigest()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return tree_meaning(ast.parse(path.read_text(encoding="utf-8")))
+
+
+def tree_meaning(tree: ast.AST) -> str:
+    """sha256 of a syntax tree without its docstrings."""
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
@@ -216,7 +220,7 @@ def execute(run: Run) -> Stored:
     run_dir(run).mkdir(parents=True)
     if out.is_dir():
         shutil.copytree(out, run_dir(run), dirs_exist_ok=True)
-    (run_dir(run) / "key.txt").write_text(stored.key)
+    (run_dir(run) / "facts.txt").write_text(fingerprint(stored))
     shutil.rmtree(work, ignore_errors=True)
     print(f"  {run.command}  ({stored.seconds:.0f} s)", flush=True)
     return stored
@@ -267,22 +271,52 @@ def make_all(runs: list[Run], workers: int = 2) -> None:
 
 def folder(run: Run) -> Path:
     """The run's output folder (checkpoints, loss log, ...), made again if the cache lacks
-    it. The remade run must end on the numbers the store keeps, which holds on the kind of
-    CPU it was stored on (``machine``): elsewhere the sums' last bits differ, and 2,000 steps
-    grow them into other printed numbers; ``python -m tools.docs --here`` then remakes all."""
-    stored = make(run)
-    here = run_dir(run)
-    if not (here / "key.txt").is_file() or (here / "key.txt").read_text() != stored.key:
+    it. On the kind of CPU the run was stored on (``machine``) the remade run must end on
+    the stored numbers bit for bit, or the stage is not deterministic: an error. On another
+    kind the sums' last bits differ and 2,000 steps grow them into other printed numbers:
+    the run made here replaces the stored one, and the jobs that read it become stale."""
+    stored, here = make(run), run_dir(run)
+    if not cached(run):
         again = execute(run)
-        if (again.metrics, again.stdout if not again.metrics else "") != (
-                stored.metrics, stored.stdout if not stored.metrics else ""):
+        if numbers(again) == numbers(stored):
+            (here / "facts.txt").write_text(fingerprint(stored))
+            return here
+        kind = stored.machine.get("kind")
+        if kind == machine()["kind"]:
             shutil.rmtree(here)  # no folder that disagrees with the facts the pages show
-            sys.exit(f"{run.command} did not repeat its stored numbers here (val loss "
-                     f"{again.metrics.get('val_loss')} now, {stored.metrics.get('val_loss')} "
-                     f"stored on {stored.machine.get('kind')}, this is "
-                     f"{machine()['kind']}): `python -m tools.docs --here` makes every run again "
-                     "on this machine, and every page from them")
+            sys.exit(f"{run.command} did not repeat its stored numbers on the kind of CPU it "
+                     f"was stored on ({kind}): val loss {again.metrics.get('val_loss')} now, "
+                     f"{stored.metrics.get('val_loss')} stored; something in it is not "
+                     "deterministic")
+        print(f"  made again on {machine()['kind']} (stored on {kind}): its facts replace the "
+              "stored ones", flush=True)
+        save(run, again)
     return here
+
+
+def numbers(stored: Stored) -> tuple[dict, str]:
+    """What a remade run must repeat: its metrics but the time, or its output if it has none."""
+    metrics = {k: v for k, v in stored.metrics.items() if k != "train_seconds"}
+    return metrics, "" if metrics else stored.stdout
+
+
+def fingerprint(stored: Stored) -> str:
+    """What a run's folder is checked against: the facts made with it."""
+    return hashlib.sha256(json.dumps([stored.key, stored.stdout, stored.metrics]).encode()).hexdigest()
+
+
+def cached(run: Run) -> bool:
+    """Does the cache hold the folder of the run whose facts are stored?"""
+    stored, mark = load(run), run_dir(run) / "facts.txt"
+    return stored is not None and mark.is_file() and mark.read_text() == fingerprint(stored)
+
+
+def folders(runs: list[Run], workers: int = 2) -> None:
+    """``folder`` of each run, ``workers`` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(folder, dict.fromkeys(runs)))
 
 
 def made_here(run: Run) -> bool:

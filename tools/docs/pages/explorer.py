@@ -121,5 +121,5 @@ def write(page: Page) -> None:
     page.fact("float32_mb", float32 / 1e6)
 
 
-JOBS = [Job("explorer", write, runs=tuple(RUNS.values()),
+JOBS = [Job("explorer", write, runs=tuple(RUNS.values()), folders=tuple(RUNS.values()),
             files=("stage5_gpt/model.py", "stage5_gpt/data.py"))]

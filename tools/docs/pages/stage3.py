@@ -327,4 +327,5 @@ def write(page: Page) -> None:
 
 
 JOBS = [Job("stage3", write, runs=(*RUNS.values(), *POS.values(), BUILDUP),
+            folders=(RUNS["en"], RUNS["zh"]),
             files=("stage3_attention",))]

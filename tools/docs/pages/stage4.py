@@ -69,4 +69,5 @@ def write(page: Page) -> None:
 
 
 JOBS = [Job("stage4", write, runs=(*RUNS.values(), *SEED_RUNS, *VARIANTS.values(),
-                                   *ABLATIONS.values()), files=(STAGE,))]
+                                   *ABLATIONS.values()), files=(STAGE,),
+            folders=(RUNS["en"], RUNS["zh"]))]

@@ -189,4 +189,5 @@ def write(page: Page) -> None:
 
 
 JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
-                                   *SAMPLES.values(), *INSPECT.values(), TIED), files=(STAGE,))]
+                                   *SAMPLES.values(), *INSPECT.values(), TIED), files=(STAGE,),
+            folders=tuple(RUNS.values()))]
