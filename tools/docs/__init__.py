@@ -144,12 +144,15 @@ def make(chosen: list[Job], here: bool = False) -> None:
         sys.exit("these runs need a classic corpus: " + ", ".join(r.command for r in missing)
                  + "\npass --shakespeare PATH / --tang FOLDER once (they are kept in .cache/)")
     print(f"{len(todo)} runs to make, then the jobs that read them", flush=True)
-    store.make_all(todo)
-    # The checkpoints the jobs read, remade where the cache lacks them; on another kind of
-    # CPU than the stored one, such a run's facts change (store.folder), and every job that
-    # reads them is made too.
+    # The checkpoints the jobs and the runs read (``after``), remade where the cache lacks
+    # them; on another kind of CPU than the stored one, such a run's facts change
+    # (store.folder), and every job that reads them is made too.
     facts = {r: store.facts_key(r) for j in jobs() for r in j.runs}
+    store.make_all(todo)
     store.folders([r for j in chosen for r in j.folders])
+    timed = list(dict.fromkeys(r for j in jobs() for r in j.runs if store.alone(r)))
+    if any(map(store.made_here, timed)):  # the pages compare their times: one kind of CPU
+        store.make_all([r for r in timed if not store.made_here(r)])
     changed = {r for r, key in facts.items() if store.facts_key(r) != key}
     chosen += [j for j in jobs() if changed & set(j.runs) and j not in chosen]
     recorded = manifest()

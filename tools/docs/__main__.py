@@ -40,7 +40,9 @@ def listing(all_jobs) -> str:
         todo += seconds if state == "stale" else 0
         lines.append(f"{state:6}{minutes(seconds):>9}  {run.command}")
     stale_jobs = {j.name for j in stale(all_jobs)}
-    for run in dict.fromkeys(r for j in all_jobs if j.name in stale_jobs for r in j.folders):
+    needed = [r.after for r in runs if r.after and not store.fresh(r)]  # checkpoints to read
+    needed += [r for j in all_jobs if j.name in stale_jobs for r in j.folders]
+    for run in dict.fromkeys(needed):
         if store.fresh(run) and not store.cached(run):  # a checkpoint to make again first
             todo += store.load(run).seconds
             lines.append(f"remake{minutes(store.load(run).seconds):>9}  {run.command} "

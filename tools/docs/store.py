@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -251,22 +252,30 @@ def make(run: Run) -> Stored:
     return stored
 
 
-def make_all(runs: list[Run], workers: int = 2) -> None:
-    """Make ``runs`` (stale, or stored on another kind of CPU) and store them, ``workers`` at
-    a time: each runs on one thread. A command that reads another run's folder waits for it."""
+def alone(run: Run) -> bool:
+    """A run on more threads than one has the machine to itself: its time is on the page."""
+    return "--threads" in run.flags and run.flags[run.flags.index("--threads") + 1] != THREADS
+
+
+def in_turn(work: Callable[[Run], object], runs: list[Run], workers: int = 2) -> None:
+    """``work(run)`` for each run: those on one thread ``workers`` at a time, then the
+    others one by one."""
     from concurrent.futures import ThreadPoolExecutor
 
-    todo = list(dict.fromkeys(runs))
-    alone = [r for r in todo if "--threads" in r.flags  # a run on more threads than one
-             and r.flags[r.flags.index("--threads") + 1] != THREADS]  # has the machine to itself
-
-    def one(run: Run) -> None:
-        save(run, execute(run))
+    runs = list(dict.fromkeys(runs))
     with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(one, [r for r in todo if not r.after and r not in alone]))  # and raise
-        for run in alone:
-            one(run)
-        list(pool.map(one, [r for r in todo if r.after and r not in alone]))
+        list(pool.map(work, [r for r in runs if not alone(r)]))  # and raise
+    for run in filter(alone, runs):
+        work(run)
+
+
+def make_all(runs: list[Run]) -> None:
+    """Make ``runs`` (stale, or stored on another kind of CPU) and store them. A command that
+    reads another run's folder comes after it, and after that folder is made (``folders``)."""
+    todo = list(dict.fromkeys(runs))
+    in_turn(lambda r: save(r, execute(r)), [r for r in todo if not r.after])
+    folders([r.after for r in todo if r.after])
+    in_turn(lambda r: save(r, execute(r)), [r for r in todo if r.after])
 
 
 def folder(run: Run) -> Path:
@@ -311,12 +320,9 @@ def cached(run: Run) -> bool:
     return stored is not None and mark.is_file() and mark.read_text() == fingerprint(stored)
 
 
-def folders(runs: list[Run], workers: int = 2) -> None:
-    """``folder`` of each run, ``workers`` at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(folder, dict.fromkeys(runs)))
+def folders(runs: list[Run]) -> None:
+    """``folder`` of each run (``in_turn``)."""
+    in_turn(folder, runs)
 
 
 def made_here(run: Run) -> bool:
