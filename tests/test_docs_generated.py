@@ -73,6 +73,19 @@ def test_a_training_run_ignores_drawing_code_but_a_drawing_command_does_not(monk
     assert train.key() == before[0] and lens.key() != before[1]
 
 
+def test_a_command_after_a_training_depends_on_its_stored_facts(monkeypatch, tmp_path):
+    """A sample drawn from a checkpoint is made again when the training it reads is: e.g.
+    made again on another kind of CPU, with other numbers under the same key."""
+    train = Run("stage5_gpt", "--data", "en")
+    sample = Run("stage5_gpt", module="sample", after=train)
+    monkeypatch.setattr(store, "RUNS", tmp_path)
+    keys = []
+    for val in ("1.6050", "1.6034"):
+        store.save(train, Stored(command=train.command, key=train.key(), stdout=f"val {val}\n"))
+        keys.append(sample.key())
+    assert keys[0] != keys[1]
+
+
 def test_a_run_depends_on_its_own_corpus_only(monkeypatch):
     en, zh = Run("stage2_bigram", "--data", "en"), Run("stage2_bigram", "--data", "zh")
     before = (en.key(), zh.key())

@@ -12,9 +12,9 @@ Three parts, each small:
   reading is prose in each edition over the same facts, checked (docs/hooks/facts.py).
 
 A job is data: a name, its inputs (runs, the runs whose checkpoints it reads, repository
-files, its module's code and the tools/docs modules it imports, of this module and
-store.py, which only run it, just ``Page``) and an action. ``docs/generated/manifest.json`` records
-each job's input key; a job is stale when the key changed, and ``python -m tools.docs
+files, its module's code and the tools/docs modules it imports; of this module and
+store.py, which only run it, just ``Page``) and an action.
+``docs/generated/manifest.json`` records each job's input key; a job is stale when the key changed, and ``python -m tools.docs
 --check`` (a test runs it) says which.
 """
 

@@ -121,7 +121,7 @@ class Run:
             self.data, "")
         what = {"command": self.command, "code": code_key(*code),
                 "corpus": meaning(corpus) if corpus.is_file() else self.data,
-                "after": self.after.key() if self.after else None,
+                "after": facts_key(self.after) if self.after else None,  # its checkpoint
                 "files": [[name, hashlib.sha256(data).hexdigest()] for name, data in self.files]}
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
