@@ -190,6 +190,30 @@ def test_a_checkpoint_made_again_elsewhere_remakes_every_page_that_shows_its_run
     assert made == ["a"] and not docs.stale(jobs[:2])
 
 
+def test_times_set_side_by_side_come_from_one_kind_of_cpu(monkeypatch, tmp_path):
+    """A job's ``timed`` runs: once one of them is made on this kind of CPU, make() makes
+    the others here too; runs outside the group stay as they are."""
+    a, b, c = (Run("stage2_bigram", "--data", d) for d in ("en", "zh", "shakespeare"))
+    monkeypatch.setattr(store, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(docs, "GEN", tmp_path)
+    monkeypatch.setattr(docs, "MANIFEST", tmp_path / "manifest.json")
+    monkeypatch.setattr(store, "machine", lambda: {"kind": "zen5"})
+    for run, kind in ((a, "zen5"), (b, "zen3"), (c, "zen3")):
+        store.save(run, Stored(command=run.command, key=run.key(), stdout="", machine={"kind": kind}))
+    jobs = [docs.Job("t", lambda page: None, runs=(a, b, c), timed=(a, b))]
+    monkeypatch.setattr(docs, "jobs", lambda: jobs)
+    made = []
+
+    def make_all(runs):  # made here, as store.make_all would
+        made.extend(runs)
+        for run in runs:
+            store.save(run, Stored(command=run.command, key=run.key(), stdout="",
+                                   machine={"kind": "zen5"}))
+    monkeypatch.setattr(store, "make_all", make_all)
+    docs.make(jobs)
+    assert made == [b]
+
+
 TIMES = re.compile(r"[\d.]+ s\b|[\d.]+ ms\b|\d+\.\d+step/s")  # no two runs print the same
 
 

@@ -49,6 +49,7 @@ class Job:
     runs: tuple[Run, ...] = ()
     files: tuple[str, ...] = ()  # repository files or folders the action reads or runs
     folders: tuple[Run, ...] = ()  # runs (among ``runs``) whose checkpoints the action reads
+    timed: tuple[Run, ...] = ()  # runs whose times the page sets side by side: one kind of CPU
 
     def key(self) -> str:
         code = [p for p in sources(Path(sys.modules[self.action.__module__].__file__))
@@ -150,9 +151,10 @@ def make(chosen: list[Job], here: bool = False) -> None:
     facts = {r: store.facts_key(r) for j in jobs() for r in j.runs}
     store.make_all(todo)
     store.folders([r for j in chosen for r in j.folders])
-    timed = list(dict.fromkeys(r for j in jobs() for r in j.runs if store.alone(r)))
-    if any(map(store.made_here, timed)):  # the pages compare their times: one kind of CPU
-        store.make_all([r for r in timed if not store.made_here(r)])
+    while elsewhere := list(dict.fromkeys(  # times set side by side: all from this kind
+            r for j in jobs() if any(map(store.made_here, j.timed))
+            for r in j.timed if not store.made_here(r))):
+        store.make_all(elsewhere)
     changed = {r for r, key in facts.items() if store.facts_key(r) != key}
     chosen += [j for j in jobs() if changed & set(j.runs) and j not in chosen]
     recorded = manifest()

@@ -47,6 +47,10 @@ def listing(all_jobs) -> str:
             todo += store.load(run).seconds
             lines.append(f"remake{minutes(store.load(run).seconds):>9}  {run.command} "
                          "(its checkpoint)")
+    for run in dict.fromkeys(r for j in all_jobs if any(map(store.made_here, j.timed))
+                             for r in j.timed if store.fresh(r) and not store.made_here(r)):
+        todo += store.load(run).seconds  # its time is shown beside one made on this kind
+        lines.append(f"remake{minutes(store.load(run).seconds):>9}  {run.command} (its time)")
     for job in all_jobs:
         seconds = recorded.get(job.name, {}).get("seconds", 5.0)
         state = "stale" if job.name in stale_jobs else "fresh"

@@ -105,4 +105,5 @@ def write(page: Page) -> None:
 
 JOBS = [Job("compare", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(),
                                     *PRESET_RUNS.values()),
-            folders=tuple(RUNS["stage5_gpt", data, SEEDS[0]] for data in BUILTIN))]
+            folders=tuple(RUNS["stage5_gpt", data, SEEDS[0]] for data in BUILTIN),
+            timed=(*CLASSIC_RUNS.values(), *PRESET_RUNS.values()))]

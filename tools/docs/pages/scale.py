@@ -136,4 +136,5 @@ def write(page: Page) -> None:
 
 JOBS = [Job("scale", write, runs=(*PRESETS.values(), SAMPLES["shakespeare-2min"],
                                   SAMPLES["tang-2min"]),
-            files=("stage5_gpt/gpt2.py", "stage5_gpt/model.py", "stage5_gpt/corpus/en.txt"))]
+            files=("stage5_gpt/gpt2.py", "stage5_gpt/model.py", "stage5_gpt/corpus/en.txt"),
+            timed=tuple(PRESETS.values()))]

@@ -46,4 +46,5 @@ def write(page: Page) -> None:
     page.write("errors.txt", transcript(page, ERRORS))
 
 
-JOBS = [Job("stage2", write, runs=(*RUNS.values(), *ERRORS), files=("stage2_bigram/plots.py",))]
+JOBS = [Job("stage2", write, runs=(*RUNS.values(), *ERRORS), files=("stage2_bigram/plots.py",),
+            timed=tuple(RUNS.values()))]

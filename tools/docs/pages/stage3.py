@@ -327,5 +327,5 @@ def write(page: Page) -> None:
 
 
 JOBS = [Job("stage3", write, runs=(*RUNS.values(), *POS.values(), BUILDUP),
-            folders=(RUNS["en"], RUNS["zh"]),
+            folders=(RUNS["en"], RUNS["zh"]), timed=tuple(RUNS.values()),
             files=("stage3_attention",))]

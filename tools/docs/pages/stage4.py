@@ -70,4 +70,4 @@ def write(page: Page) -> None:
 
 JOBS = [Job("stage4", write, runs=(*RUNS.values(), *SEED_RUNS, *VARIANTS.values(),
                                    *ABLATIONS.values()), files=(STAGE,),
-            folders=(RUNS["en"], RUNS["zh"]))]
+            folders=(RUNS["en"], RUNS["zh"]), timed=(*RUNS.values(), *VARIANTS.values()))]

@@ -190,4 +190,5 @@ def write(page: Page) -> None:
 
 JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
                                    *SAMPLES.values(), *INSPECT.values(), TIED), files=(STAGE,),
-            folders=tuple(RUNS.values()))]
+            folders=tuple(RUNS.values()),
+            timed=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values()))]
