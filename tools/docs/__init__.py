@@ -137,7 +137,9 @@ def stale(chosen: list[Job]) -> list[Job]:
 
 def make(chosen: list[Job], here: bool = False) -> None:
     """Make the stale runs these jobs read (``here``: also those stored on another kind of
-    CPU), then every job whose runs' facts changed, each into a clean folder."""
+    CPU), the checkpoints they read, the runs whose times a page sets beside one made on
+    this kind (``Job.timed``), then these jobs and every job whose runs' facts changed,
+    each into a clean folder."""
     chosen, runs = list(chosen), list(dict.fromkeys(r for j in chosen for r in j.runs))
     todo = [r for r in runs if not store.fresh(r) or (here and not store.made_here(r))]
     missing = [r for r in todo if not store.available(r)]
