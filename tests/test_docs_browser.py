@@ -114,36 +114,50 @@ def playwright_api(playwright_session):
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    """Both editions, built --strict once per session: by the first test module that asks,
+    in any pytest-xdist worker (three modules use it; each build costs about 15 s of CPU),
+    the others waiting on a lock and reading the same folder."""
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
-    if BUILT:  # built once per session: tests/test_explorer_browser.py uses this fixture too
-        return BUILT[0]
-    out = tmp_path_factory.mktemp("docs") / "site"
+    from filelock import FileLock  # a dependency of torch
+
+    # The workers' temporary folders share a parent, made for this session alone.
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    out, zh_result = shared / "docs-site", shared / "docs-site-zh.json"
+    with FileLock(shared / "docs-site.lock"):
+        if not zh_result.is_file():
+            build_site(out, zh_result)
+    result = json.loads(zh_result.read_text(encoding="utf-8"))
+    assert result["en"]["returncode"] == 0, (
+        f"mkdocs build failed:\n{result['en']['stdout']}\n{result['en']['stderr']}")
+    if result["zh"] is not None:
+        # A failure here fails test_chinese_edition_builds, not every test of the module.
+        ZH_BUILD[:] = [subprocess.CompletedProcess([], **result["zh"])]
+    return out
+
+
+def build_site(out: Path, results_file: Path) -> None:
+    """Build the English edition into out and the Chinese one into out/zh, as `make docs`
+    does for readers: at the same time (one core each), then moved under it (a build
+    empties its own folder first). Writes each build's exit code and output to results_file."""
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    # The Chinese edition lives under zh/ of the same site, where the language switch of
-    # every page leads, so it is built too, as `make docs` does for readers: beside the
-    # English one, at the same time (one core each), then moved under it (a build empties
-    # its own folder first).
     zh = (ROOT / "mkdocs.zh.yml").is_file()
-    targets = [["-d", str(out)]] + [["-f", "mkdocs.zh.yml", "-d", str(out.parent / "zh")]] * zh
+    targets = [["-d", str(out)]] + [["-f", "mkdocs.zh.yml", "-d", str(out.parent / "docs-site-zh")]] * zh
     builds = [subprocess.Popen([sys.executable, "-m", "mkdocs", "build", "--strict", *args], cwd=ROOT,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
               for args in targets]
     results = []
     for build in builds:  # communicate() first: waiting on a full pipe would never end
         stdout, stderr = build.communicate(timeout=600)
-        results.append(subprocess.CompletedProcess(build.args, build.returncode, stdout, stderr))
-    assert results[0].returncode == 0, f"mkdocs build failed:\n{results[0].stdout}\n{results[0].stderr}"
-    if zh:
-        # A failure here fails test_chinese_edition_builds, not every test of the module.
-        ZH_BUILD.append(results[1])
-        if results[1].returncode == 0:
-            shutil.move(out.parent / "zh", out / "zh")
-    BUILT.append(out)
-    return out
+        results.append({"returncode": build.returncode, "stdout": stdout, "stderr": stderr})
+    if zh and results[0]["returncode"] == 0 and results[1]["returncode"] == 0:
+        shutil.move(out.parent / "docs-site-zh", out / "zh")
+    results_file.write_text(json.dumps({"en": results[0], "zh": results[1] if zh else None}),
+                            encoding="utf-8")
 
 
 ZH_BUILD: list[subprocess.CompletedProcess] = []  # the Chinese edition's build, if any
-BUILT: list[Path] = []  # the site built by the first module that asked for it
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -185,8 +199,29 @@ OPEN_SHADOW_ROOTS = """
 """
 
 
+def offline(ctx, site: Path, blocked: list[str]):
+    """Set up a browser context as every test here browses: each request to another host
+    recorded in blocked (the resolver rules of CHROMIUM_ARGS make it fail; routing each
+    request through Python to abort it would cost about 7 s over the pages), and each
+    edition's search given an index of no pages. Material builds the index in a worker at
+    every page load (0.75 and 0.9 MB of text here): about a fifth of the CPU a tour of the
+    pages costs. The tests of search ask for the real one (REAL_SEARCH)."""
+    def empty_index(route):
+        index = site / urlsplit(route.request.url).path.lstrip("/")
+        config = json.loads(index.read_text(encoding="utf-8"))["config"]
+        route.fulfill(json={"config": config, "docs": []})
+
+    ctx.on("request", lambda req: None if is_local(req.url) else blocked.append(req.url))
+    ctx.route(SEARCH_INDEX, empty_index)
+    return ctx
+
+
+SEARCH_INDEX = "**/search/search_index.json"
+REAL_SEARCH = {SEARCH_INDEX: lambda route: route.continue_()}  # a page's routes come first
+
+
 @pytest.fixture(scope="module")
-def context(playwright_session, blocked, chromium_profile):
+def context(playwright_session, blocked, chromium_profile, site):
     # A profile on disk, unlike a new_context(): Chromium then keeps the compiled code of
     # the scripts every page loads (KaTeX, Mermaid's 3.5 MB), and a page opens in about half
     # the time after the first (index.html 1.2 s -> 0.5 s, stage1_data.html 1.9 s -> 1.0 s).
@@ -199,12 +234,7 @@ def context(playwright_session, blocked, chromium_profile):
         unavailable(f"Chromium at {exe} did not start: {err}")
     ctx.set_default_timeout(TIMEOUT_MS)
     ctx.add_init_script(OPEN_SHADOW_ROOTS)
-
-    # Every request is seen here (workers' too) and any to another host recorded; the
-    # resolver rules of CHROMIUM_ARGS make it fail. (Routing each request through Python
-    # to abort it would cost about 7 s over the pages.)
-    ctx.on("request", lambda req: None if is_local(req.url) else blocked.append(req.url))
-    yield ctx
+    yield offline(ctx, site, blocked)
     ctx.close()
 
 
@@ -239,10 +269,13 @@ def one_tab(context, urls):
         page.close()
 
 
-def open_page(context, url):
-    """Open url in a new tab; returns (page, response, errors), errors as attach_listeners."""
+def open_page(context, url, routes: dict | None = None):
+    """Open url in a new tab, with routes ({url glob: handler}) of its own; returns (page,
+    response, errors), errors as attach_listeners."""
     page, errors = context.new_page(), []
     attach_listeners(page, errors)
+    for pattern, handler in (routes or {}).items():
+        page.route(pattern, handler)
     response = page.goto(url, wait_until="load")
     return page, response, errors
 
@@ -346,39 +379,54 @@ MERMAID_REPORT_JS = """
 
 @pytest.fixture(scope="module")
 def page_reports(context, base_url, site, screenshot_dir):
-    """Open every page in the nav once and collect what the tests check."""
+    """Open every page in the nav once, at 1280 px and on a 390 px phone, and collect what
+    the tests check. The phone is the browser emulating a touch screen of 390 px, as a
+    context with is_mobile=True does, on the same tab: loading each page a second time costs
+    1-4 s a page, and each switch of width about 0.5 s (a new layout). So the widths take
+    turns: a page loaded at 1280 px is then seen on the phone, and the next one, loaded on
+    the phone, is then seen at 1280 px; half the pages are first drawn at each width."""
     reports = {}
     chinese = [f"zh/{md}" for md in nav_pages()] if (site / "zh").is_dir() else []
     paths = {base_url + page_path(site, md): md for md in [*nav_pages(), *chinese]}
+    cdp, phone = None, False
     for url, page, response, errors in one_tab(context, paths):
         md, path = paths[url], url.removeprefix(base_url)
+        cdp = cdp or context.new_cdp_session(page)
         expected_mermaid = (site / path).read_text(encoding="utf-8").count('class="mermaid"')
         report = {"path": path, "status": response.status if response else None,
                   "expected_mermaid": expected_mermaid, "mermaid": [], "mermaid_timeout": False,
-                  "mermaid_loaded": page.evaluate("typeof window.mermaid !== 'undefined'")}
+                  "mermaid_loaded": page.evaluate("typeof window.mermaid !== 'undefined'"),
+                  "loaded_at": page.evaluate("window.innerWidth")}
         if expected_mermaid:
             try:
                 page.wait_for_function(MERMAID_DONE_JS, arg=expected_mermaid, timeout=TIMEOUT_MS)
             except Exception:  # noqa: BLE001 - reported by the mermaid test
                 report["mermaid_timeout"] = True
-            report["mermaid"] = page.evaluate(MERMAID_REPORT_JS)
-        report.update(page.evaluate(PAGE_REPORT_JS))
         name = path.replace("/", "_").removesuffix(".html") or "index"
-        if screenshot_dir is not None:
-            page.screenshot(path=str(screenshot_dir / f"{name}.png"), full_page=True)
-        # The same page on a phone, without loading it again (that costs 1-4 s a page): the
-        # browser emulates a 390 px touch screen as a context with is_mobile=True does.
-        cdp = context.new_cdp_session(page)
-        cdp.send("Emulation.setDeviceMetricsOverride", PHONE)
-        cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
-        report["phone"] = page.evaluate(PHONE_JS)
-        if screenshot_dir is not None:
-            page.screenshot(path=str(screenshot_dir / f"{name}-390.png"), full_page=True)
-        cdp.send("Emulation.clearDeviceMetricsOverride")  # 1280 px again for the next page
-        cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": False})
-        cdp.detach()
+        for _ in range(2):
+            if phone:
+                report["phone"] = page.evaluate(PHONE_JS)
+                shot = f"{name}-390.png"
+            else:
+                report["mermaid"] = page.evaluate(MERMAID_REPORT_JS) if expected_mermaid else []
+                report.update(page.evaluate(PAGE_REPORT_JS))
+                shot = f"{name}.png"
+            if screenshot_dir is not None:
+                page.screenshot(path=str(screenshot_dir / shot), full_page=True)
+            if "phone" not in report or "pageWidth" not in report:
+                phone = not phone
+                cdp.send("Emulation.setDeviceMetricsOverride", PHONE if phone else DESKTOP)
+                cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": phone, "maxTouchPoints": 1})
         reports[md] = report | {"errors": list(errors)}
-    return reports
+    return reports  # the tab is closed, and the phone with it
+
+
+def test_the_pages_are_seen_at_both_widths(page_reports):
+    loaded = {r["loaded_at"] for r in page_reports.values()}
+    assert loaded == {DESKTOP["width"], PHONE["width"]}, f"pages loaded at {loaded} px only"
+    for md, r in page_reports.items():
+        widths = (r["pageWidth"], r["phone"]["width"])
+        assert widths[0] > 1200 and widths[1] <= PHONE["width"], f"{md}: seen at {widths} px"
 
 
 # ---------------------------------------------------------------------------
@@ -489,6 +537,7 @@ def test_stage_diffs_are_a_summary_and_one_block_per_file(page_reports):
 # A 390 px phone
 
 PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+DESKTOP = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
 PHONE_JS = """
 () => {
   const article = document.querySelector("article.md-content__inner") || document.body;
@@ -665,7 +714,7 @@ def searches(context, base_url, site, screenshot_dir) -> dict[str, tuple[list, l
     for start, queries in SEARCHES.items():
         if start.startswith("zh/") and not (site / "zh" / "index.html").is_file():
             continue  # test_chinese_edition_builds says why
-        page, _, errors = open_page(context, base_url + page_path(site, start))
+        page, _, errors = open_page(context, base_url + page_path(site, start), REAL_SEARCH)
         box = page.locator("input.md-search__input")
         box.click()
         for query in queries:

@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import test_docs_browser as docs_browser
 import torch
-from test_docs_browser import TIMEOUT_MS, is_local, one_tab, open_page, page_path
+from test_docs_browser import TIMEOUT_MS, offline, one_tab, open_page, page_path
 from test_explorer import explorer
 
 from tools.docs import stale
@@ -293,11 +293,10 @@ def newlines(page, root, lang: str, export) -> None:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_phone_dark_mode(playwright_api, base_url, site, exports, shots, lang):
-    ctx = playwright_api.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
-                                     has_touch=True, color_scheme="dark", service_workers="block")
-    ctx.route("**/*", lambda route: route.continue_() if is_local(route.request.url)
-              else route.abort())
+def test_phone_dark_mode(playwright_api, base_url, site, blocked, exports, shots, lang):
+    ctx = offline(playwright_api.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
+                                             has_touch=True, color_scheme="dark", service_workers="block"),
+                  site, blocked)
     page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     if lang == "zh":
@@ -320,12 +319,10 @@ def test_phone_dark_mode(playwright_api, base_url, site, exports, shots, lang):
     assert not errors, errors
 
 
-def test_dark_mode_at_1280(playwright_api, base_url, site, shots):
+def test_dark_mode_at_1280(playwright_api, base_url, site, blocked, shots):
     # A context of its own: Material keeps the scheme it first chose in localStorage.
-    ctx = playwright_api.new_context(viewport={"width": 1280, "height": 900}, color_scheme="dark",
-                                     service_workers="block")
-    ctx.route("**/*", lambda route: route.continue_() if is_local(route.request.url)
-              else route.abort())
+    ctx = offline(playwright_api.new_context(viewport={"width": 1280, "height": 900}, color_scheme="dark",
+                                             service_workers="block"), site, blocked)
     page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
@@ -501,13 +498,11 @@ def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, expor
 
 
 @pytest.mark.parametrize(("width", "scheme"), [(1280, "dark"), (390, "light"), (390, "dark")])
-def test_zh_edition_layout(playwright_api, base_url, zh_site, shots, width, scheme):
+def test_zh_edition_layout(playwright_api, base_url, site, zh_site, blocked, shots, width, scheme):
     phone = width < 500
-    ctx = playwright_api.new_context(viewport={"width": width, "height": 844 if phone else 900},
-                                     is_mobile=phone, has_touch=phone, color_scheme=scheme,
-                                     service_workers="block")
-    ctx.route("**/*", lambda route: route.continue_() if is_local(route.request.url)
-              else route.abort())
+    ctx = offline(playwright_api.new_context(viewport={"width": width, "height": 844 if phone else 900},
+                                             is_mobile=phone, has_touch=phone, color_scheme=scheme,
+                                             service_workers="block"), site, blocked)
     page, _, errors = open_page(ctx, zh_url(base_url, zh_site))
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     assert page.evaluate("document.body.dataset.mdColorScheme") == ("slate" if scheme == "dark" else "default")
@@ -536,3 +531,8 @@ def test_zh_edition_from_the_file_system_explains_in_chinese(context, zh_site):
     page.wait_for_function("() => document.querySelector('.gpt-explorer').dataset.state === 'error'")
     assert "文件系统" in page.locator(".gx-status").first.inner_text()
     page.close()
+
+
+# Runs last (tests run in file order): the whole module's traffic stayed local.
+def test_no_request_left_localhost(blocked):
+    assert not blocked, f"requests to other hosts (aborted): {sorted(set(blocked))}"
