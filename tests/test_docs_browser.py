@@ -205,7 +205,7 @@ def offline(ctx, site: Path, blocked: list[str]):
     request through Python to abort it would cost about 7 s over the pages), and each
     edition's search given an index of no pages. Material builds the index in a worker at
     every page load (0.75 and 0.9 MB of text here): about a fifth of the CPU a tour of the
-    pages costs. The tests of search ask for the real one (REAL_SEARCH)."""
+    pages costs. The tests of search ask for the real one (open_page's real_search)."""
     def empty_index(route):
         index = site / urlsplit(route.request.url).path.lstrip("/")
         config = json.loads(index.read_text(encoding="utf-8"))["config"]
@@ -217,7 +217,6 @@ def offline(ctx, site: Path, blocked: list[str]):
 
 
 SEARCH_INDEX = "**/search/search_index.json"
-REAL_SEARCH = {SEARCH_INDEX: lambda route: route.continue_()}  # a page's routes come first
 
 
 @pytest.fixture(scope="module")
@@ -269,13 +268,13 @@ def one_tab(context, urls):
         page.close()
 
 
-def open_page(context, url, routes: dict | None = None):
-    """Open url in a new tab, with routes ({url glob: handler}) of its own; returns (page,
-    response, errors), errors as attach_listeners."""
+def open_page(context, url, real_search: bool = False):
+    """Open url in a new tab; returns (page, response, errors), errors as attach_listeners.
+    real_search: the site's search index, not the empty one of offline()."""
     page, errors = context.new_page(), []
     attach_listeners(page, errors)
-    for pattern, handler in (routes or {}).items():
-        page.route(pattern, handler)
+    if real_search:  # a page's routes come before its context's
+        page.route(SEARCH_INDEX, lambda route: route.continue_())
     response = page.goto(url, wait_until="load")
     return page, response, errors
 
@@ -403,20 +402,19 @@ def page_reports(context, base_url, site, screenshot_dir):
             except Exception:  # noqa: BLE001 - reported by the mermaid test
                 report["mermaid_timeout"] = True
         name = path.replace("/", "_").removesuffix(".html") or "index"
-        for _ in range(2):
+        loaded_on_phone = phone
+        for phone in (loaded_on_phone, not loaded_on_phone):  # the last one stays for the next page
+            if phone != loaded_on_phone:  # the next page loads at this width too
+                cdp.send("Emulation.setDeviceMetricsOverride", PHONE if phone else DESKTOP)
+                cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": phone, "maxTouchPoints": 1})
             if phone:
                 report["phone"] = page.evaluate(PHONE_JS)
-                shot = f"{name}-390.png"
             else:
                 report["mermaid"] = page.evaluate(MERMAID_REPORT_JS) if expected_mermaid else []
                 report.update(page.evaluate(PAGE_REPORT_JS))
-                shot = f"{name}.png"
             if screenshot_dir is not None:
+                shot = f"{name}-390.png" if phone else f"{name}.png"
                 page.screenshot(path=str(screenshot_dir / shot), full_page=True)
-            if "phone" not in report or "pageWidth" not in report:
-                phone = not phone
-                cdp.send("Emulation.setDeviceMetricsOverride", PHONE if phone else DESKTOP)
-                cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": phone, "maxTouchPoints": 1})
         reports[md] = report | {"errors": list(errors)}
     return reports  # the tab is closed, and the phone with it
 
@@ -714,7 +712,7 @@ def searches(context, base_url, site, screenshot_dir) -> dict[str, tuple[list, l
     for start, queries in SEARCHES.items():
         if start.startswith("zh/") and not (site / "zh" / "index.html").is_file():
             continue  # test_chinese_edition_builds says why
-        page, _, errors = open_page(context, base_url + page_path(site, start), REAL_SEARCH)
+        page, _, errors = open_page(context, base_url + page_path(site, start), real_search=True)
         box = page.locator("input.md-search__input")
         box.click()
         for query in queries:
