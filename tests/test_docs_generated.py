@@ -178,13 +178,12 @@ def test_a_checkpoint_made_again_elsewhere_remakes_every_page_that_shows_its_run
             for name, runs, folders in (("a", (r,), (r,)), ("b", (r,), ()), ("c", (other,), ()))]
     monkeypatch.setattr(docs, "jobs", lambda: jobs)
 
-    def remade_elsewhere(runs):  # what store.folder does with a run stored on another kind
-        for run in runs:
-            store.save(run, Stored(command=run.command, key=run.key(), stdout="val 2.3942\n"))
-    monkeypatch.setattr(store, "folders", remade_elsewhere)
+    def remade_elsewhere(run):  # what store.folder does with a run stored on another kind
+        store.save(run, Stored(command=run.command, key=run.key(), stdout="val 2.3942\n"))
+    monkeypatch.setattr(store, "folder", remade_elsewhere)
     docs.make([jobs[0]])
     assert made == ["a", "b"]
-    monkeypatch.setattr(store, "folders", lambda runs: None)  # the cache holds it now
+    monkeypatch.setattr(store, "folder", lambda run: None)  # the cache holds it now
     made.clear()
     docs.make([jobs[0]])
     assert made == ["a"] and not docs.stale(jobs[:2])

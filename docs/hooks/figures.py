@@ -16,46 +16,34 @@ from __future__ import annotations
 import html
 import re
 
-TOKEN_RE = re.compile(r"<a\b[^>]*>|</a\s*>|<img\b[^>]*>", re.IGNORECASE)
-SRC_RE = re.compile(r"""\bsrc\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
-ALT_RE = re.compile(r"""\balt\s*=\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
+LINK_RE = re.compile(r"(<a\b.*?</a\s*>)", re.IGNORECASE | re.DOTALL)  # HTML links do not nest
+IMG_RE = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+ATTR_RE = r"""\b{}\s*=\s*(?:"([^"]*)"|'([^']*)')"""
 SKIP_CLASSES = ("twemoji", "emojione", "gemoji")  # icons, not figures
 MERMAID_RE = re.compile(r'\s*<script src="[^"]*assets/mermaid/mermaid\.min\.js"></script>')
-
-
 OPEN = {"en": ("{what}: open the full-size image", "Open the full-size image"),
         "zh": ("{what}：点击打开原尺寸图片", "点击打开原尺寸图片")}  # the link's title, by language
 
 
+def attribute(tag: str, name: str) -> str:
+    m = re.search(ATTR_RE.format(name), tag, re.IGNORECASE)
+    return next((v for v in m.groups() if v is not None), "") if m else ""
+
+
 def link_figures(content: str, lang: str = "en") -> str:
     """``content`` with each ``<img>`` outside a link wrapped in a link to its src."""
-    out: list[str] = []
-    depth = 0  # open <a> elements around the current position
-    last = 0
-    for m in TOKEN_RE.finditer(content):
-        tag = m.group(0)
-        lower = tag.lower()
-        out.append(content[last:m.start()])
-        last = m.end()
-        if lower.startswith("</a"):
-            depth = max(0, depth - 1)
-        elif lower.startswith("<a"):
-            depth += 1
-        else:
-            src = SRC_RE.search(tag)
-            url = (src.group(1) if src.group(1) is not None else src.group(2)) if src else ""
-            if (depth == 0 and url and not url.startswith("data:")
-                    and not any(c in lower for c in SKIP_CLASSES)):
-                alt = ALT_RE.search(tag)
-                what = html.unescape(alt.group(1) or alt.group(2) or "") if alt else ""
-                words = OPEN["zh" if lang.startswith("zh") else "en"]
-                title = words[0].format(what=what) if what else words[1]
-                out.append(f'<a class="figure-link" href="{url}" '
-                           f'title="{html.escape(title, quote=True)}">{tag}</a>')
-                continue
-        out.append(tag)
-    out.append(content[last:])
-    return "".join(out)
+    words = OPEN["zh" if lang.startswith("zh") else "en"]
+
+    def link(m: re.Match) -> str:
+        tag, url = m[0], attribute(m[0], "src")
+        if not url or url.startswith("data:") or any(c in tag.lower() for c in SKIP_CLASSES):
+            return tag
+        what = html.unescape(attribute(tag, "alt"))
+        title = words[0].format(what=what) if what else words[1]
+        return f'<a class="figure-link" href="{url}" title="{html.escape(title, quote=True)}">{tag}</a>'
+
+    parts = LINK_RE.split(content)  # odd parts are links already: left alone
+    return "".join(part if i % 2 else IMG_RE.sub(link, part) for i, part in enumerate(parts))
 
 
 def on_page_content(html_, page, config, files, **kwargs):

@@ -1,21 +1,16 @@
 """The docs' generated numbers, tables, readings and figures: ``python -m tools.docs``.
 
-Three parts, each small:
-
-- ``store.py``, the run store: every command the docs quote (``python -m stage5_gpt.train
-  --data zh ...``, ``python -m stage5_gpt.inspect ...``) is run once and kept, keyed by
+- ``store.py`` runs each command the docs quote once and keeps what it printed, keyed by
   what can change its result;
-- ``pages/``, one module per docs page: its ``JOBS`` say which stored runs each job reads
-  and its action writes the page's files from them, into ``docs/generated/<job>/``;
-  nothing here trains: a job only reads runs, which the store makes first;
-- ``tables.py``: a table is one set of rows with an English and a Chinese header; a
-  reading is prose in each edition over the same facts, checked (docs/hooks/facts.py).
+- ``pages/``, one module per docs page: its ``JOBS`` write ``docs/generated/<job>/`` from
+  stored runs (a job never trains: the store makes the runs it reads first);
+- ``tables.py``: one table for both languages (a reading: docs/hooks/facts.py).
 
 A job is data: a name, its inputs (runs, the runs whose checkpoints it reads, repository
 files, its module's code and the tools/docs modules it imports; of this module and
-store.py, which only run it, just ``Page``) and an action.
-``docs/generated/manifest.json`` records each job's input key; a job is stale when the key changed, and ``python -m tools.docs
---check`` (a test runs it) says which.
+store.py, which only run it, just ``Page``) and an action. ``docs/generated/manifest.json``
+records each job's input key; ``python -m tools.docs --check`` (a test runs it) names the
+stale jobs.
 """
 
 from __future__ import annotations
@@ -152,7 +147,7 @@ def make(chosen: list[Job], here: bool = False) -> None:
     # (store.folder), and every job that reads them is made too.
     facts = {r: store.facts_key(r) for j in jobs() for r in j.runs}
     store.make_all(todo)
-    store.folders([r for j in chosen for r in j.folders])
+    store.in_turn(store.folder, [r for j in chosen for r in j.folders])
     while elsewhere := list(dict.fromkeys(  # times set side by side: all from this kind
             r for j in jobs() if any(map(store.made_here, j.timed))
             for r in j.timed if not store.made_here(r))):

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -150,13 +151,9 @@ def machine() -> dict:
     one name (``AMD EPYC``) may differ in family and in those, and sum in another order."""
     import torch
 
-    fields = {}
-    if Path("/proc/cpuinfo").is_file():
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            name, _, value = line.partition(":")
-            if not line.strip():
-                break  # the first processor is enough
-            fields.setdefault(name.strip(), value.strip())
+    info = Path("/proc/cpuinfo")
+    first = info.read_text().split("\n\n")[0] if info.is_file() else ""  # the first processor
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in first.splitlines())}
     cpu = fields.get("model name") or platform.processor()
     kind = (f"{cpu}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')}, "
             f"{torch.backends.cpu.get_cpu_capability()}")
@@ -229,12 +226,10 @@ def execute(run: Run) -> Stored:
 
 def without_verdict(stdout: str) -> str:
     """``stdout`` without the "is this loss normal?" line and the indented lines after it."""
-    out, skipping = [], False
-    for line in stdout.splitlines():
-        skipping = line.startswith("is this loss normal?") or (skipping and line.startswith("  "))
-        if not skipping:
-            out.append(line)
-    return "\n".join(out) + "\n"
+    return "\n".join(VERDICT.sub("", stdout).splitlines()) + "\n"
+
+
+VERDICT = re.compile(r"^is this loss normal\?.*(?:\n|$)(?:  .*(?:\n|$))*", re.MULTILINE)
 
 
 def save(run: Run, stored: Stored) -> None:
@@ -271,10 +266,10 @@ def in_turn(work: Callable[[Run], object], runs: list[Run], workers: int = 2) ->
 
 def make_all(runs: list[Run]) -> None:
     """Make ``runs`` (stale, or stored on another kind of CPU) and store them. A command that
-    reads another run's folder comes after it, and after that folder is made (``folders``)."""
+    reads another run's folder comes after it, and after that folder is made."""
     todo = list(dict.fromkeys(runs))
     in_turn(lambda r: save(r, execute(r)), [r for r in todo if not r.after])
-    folders([r.after for r in todo if r.after])
+    in_turn(folder, [r.after for r in todo if r.after])
     in_turn(lambda r: save(r, execute(r)), [r for r in todo if r.after])
 
 
@@ -318,11 +313,6 @@ def cached(run: Run) -> bool:
     """Does the cache hold the folder of the run whose facts are stored?"""
     stored, mark = load(run), run_dir(run) / "facts.txt"
     return stored is not None and mark.is_file() and mark.read_text() == fingerprint(stored)
-
-
-def folders(runs: list[Run]) -> None:
-    """``folder`` of each run (``in_turn``)."""
-    in_turn(folder, runs)
 
 
 def made_here(run: Run) -> bool:

@@ -7,6 +7,8 @@ classic corpora; stage 5 on those also with its presets.
 
 from __future__ import annotations
 
+import importlib
+
 from .. import Run
 
 STAGES = ("stage2_bigram", "stage3_attention", "stage4_block", "stage5_gpt")
@@ -44,24 +46,6 @@ ZH_LABELS = {"step": "步数", "loss": "交叉熵损失（nats）", "train": "�
              "head": "第 {j} 个头", "layer": "第 {i} 层（第 0 到 {last} 层）的注意力，提示词：\n{prompt}"}
 
 
-def _jobs():
-    from . import (
-        bench,
-        compare,
-        explorer,
-        scale,
-        stage1,
-        stage2,
-        stage3,
-        stage4,
-        stage5,
-        troubleshooting,
-        workbook,
-    )
-
-    pages = (stage1, stage2, stage3, stage4, stage5, compare, troubleshooting, explorer, scale,
-             bench, workbook)
-    return [job for page in pages for job in page.JOBS]
-
-
-JOBS = _jobs()
+PAGES = ("stage1", "stage2", "stage3", "stage4", "stage5", "compare", "troubleshooting",
+         "explorer", "scale", "bench", "workbook")  # in the order the jobs are made
+JOBS = [job for name in PAGES for job in importlib.import_module(f".{name}", __name__).JOBS]

@@ -1,17 +1,12 @@
 """The attention explorer's models: the trained stage-5 GPTs, exported for the browser.
 
-The explorer page (docs/explorer.md, docs/assets/javascripts/explorer.js) runs the
-built-in English and Chinese models in the reader's browser, from two files each in
-docs/generated/explorer/: ``<lang>.json`` (the config, the vocabulary, where each tensor
-sits in the weights file) and ``<lang>.bin`` (every tensor of the state_dict, in order,
-as little-endian float16: the trained float32 numbers rounded to the nearest float16).
-
-Why float16: the Chinese model has an embedding row and an output row for each of its
-about 3,100 characters, and in float32 the two models' files come to about 10 MB, more
-than the 8 MB the site allows them (tests/test_explorer.py). float16 halves that. The
-facts say what the rounding costs: the loss of each model on windows of its validation
-text with its float32 weights and with the exported ones, the largest change of a logit,
-and how often the most likely next character stays the same.
+The explorer page (docs/explorer.md, docs/assets/javascripts/explorer.js) runs them in
+the reader's browser from two files each in docs/generated/explorer/: ``<lang>.json`` (the
+config, the vocabulary, where each tensor sits in the weights file) and ``<lang>.bin``
+(every tensor of the state_dict, in order, as little-endian float16). float16 because the
+Chinese model's 3,100 embedding and output rows make the two models about 10 MB in float32,
+more than the site's 8 MB for them (tests/test_explorer.py); the facts say what the
+rounding costs (loss, largest logit change, how often the top next character stays).
 """
 
 from __future__ import annotations

@@ -59,25 +59,14 @@ def transformer_figure(page: Page, lang: str) -> None:
     fig, ax = plt.subplots(figsize=(8, 5.2), dpi=120)
     ax.set_axis_off()
     box = dict(boxstyle="round,pad=0.4", fc="#e8eaf6", ec="#3f51b5")
-
-    def put(x, y, text, color=None):
-        ax.text(x, y, text, ha="center", va="center", fontsize=9,
-                bbox={**box, "fc": color} if color else box)
-
     for x, title in ((0.17, w[0]), (0.5, w[1]), (0.84, w[2])):
         ax.text(x, 0.97, title, ha="center", fontsize=11, weight="bold")
-    put(0.17, 0.1, w[7], "#fff3e0")
-    put(0.17, 0.42, w[3])
-    put(0.17, 0.7, w[6])
-    put(0.5, 0.1, w[8], "#fff3e0")
-    put(0.5, 0.32, w[4])
-    put(0.5, 0.56, w[5], "#fce4ec")
-    put(0.5, 0.78, w[6])
-    put(0.5, 0.91, w[9], "#e8f5e9")
-    put(0.84, 0.1, w[10], "#fff3e0")
-    put(0.84, 0.42, w[4])
-    put(0.84, 0.7, w[6])
-    put(0.84, 0.91, w[9], "#e8f5e9")
+    inputs, outputs, plain = "#fff3e0", "#e8f5e9", box["fc"]  # (x, y, words, colour) per box
+    for x, y, i, color in ((0.17, 0.1, 7, inputs), (0.17, 0.42, 3, plain), (0.17, 0.7, 6, plain),
+                           (0.5, 0.1, 8, inputs), (0.5, 0.32, 4, plain), (0.5, 0.56, 5, "#fce4ec"),
+                           (0.5, 0.78, 6, plain), (0.5, 0.91, 9, outputs), (0.84, 0.1, 10, inputs),
+                           (0.84, 0.42, 4, plain), (0.84, 0.7, 6, plain), (0.84, 0.91, 9, outputs)):
+        ax.text(x, y, w[i], ha="center", va="center", fontsize=9, bbox={**box, "fc": color})
     ax.annotate("", xy=(0.41, 0.56), xytext=(0.24, 0.7), arrowprops=dict(arrowstyle="->", lw=1.5))
     fig.savefig(page.dir / f"transformer{'' if lang == 'en' else '_zh'}.png", bbox_inches="tight")
     plt.close(fig)

@@ -138,8 +138,10 @@ def shapes(page: Page) -> None:
     import torch
 
     from stage3_attention.model import LanguageModel, ModelConfig
+    from stage3_attention.tokenizer import CharTokenizer
 
-    cfg = ModelConfig(vocab_size=vocab(page, "en"))
+    V = len(CharTokenizer.load(page.folder(RUNS["en"]) / "vocab.json").chars)  # the run's
+    cfg = ModelConfig(vocab_size=V)
     torch.manual_seed(1337)
     model, (B, T), seen = LanguageModel(cfg), (4, 8), {}
     head = model.sa_head
@@ -164,13 +166,6 @@ def shapes(page: Page) -> None:
     page.both("params", table({"en": ["part", "formula", "count"], "zh": ["部分", "公式", "个数"]},
                               [(f"`{n}`", f, f"{c:,}") for n, f, c in parts], right={2}))
     page.fact("params", sum(counts.values()))
-
-
-def vocab(page: Page, data: str) -> int:
-    """V of a corpus, read off the run: the token embedding has V rows of n_embd numbers."""
-    from stage3_attention.tokenizer import CharTokenizer
-
-    return len(CharTokenizer.load(page.folder(RUNS[data]) / "vocab.json").chars)
 
 
 def trained_head(page: Page, data: str) -> None:

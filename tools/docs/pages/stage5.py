@@ -34,8 +34,6 @@ LENS_ZH = {"i": "位置 i", "j": "位置 j", "cos": "cos(wpe[i], wpe[j])；颜�
 def figures(page: Page, data: str) -> None:
     """Attention (every layer), position similarity and the logit lens, in both languages,
     with the numbers the page reads off them."""
-    import torch
-
     from stage5_gpt import lens
     from stage5_gpt.checkpoint import load_model
     from stage5_gpt.data import load_text
@@ -66,7 +64,6 @@ def figures(page: Page, data: str) -> None:
         f"`{token_label(prompt[c])}→{token_label(prompt[c + 1])}`"
         for c in range(len(prompt) - 1) if not right[-1, c]))
     page.fact(f"{data}.attention_layers", model.config.n_layer)
-    del torch
 
 
 def embeddings(page: Page, data: str, chars: int = 60) -> None:
