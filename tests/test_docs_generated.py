@@ -252,3 +252,41 @@ def test_embedding_labels_never_cover_each_other():
         if k in (1, 2):  # a moved label covers no other point
             assert all(abs(x - a) >= 0.05 or abs(y - b) >= 0.05
                        for j, (a, b) in enumerate(xy.tolist()) if j != k)
+
+
+def test_a_job_that_fails_leaves_its_last_files(monkeypatch, tmp_path):
+    """make() writes a job into a fresh folder and swaps it in only when the job ends well."""
+    monkeypatch.setattr(docs, "GEN", tmp_path)
+    monkeypatch.setattr(docs, "MANIFEST", tmp_path / "manifest.json")
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "table.md").write_text("last good table\n")
+
+    def fails(page):
+        page.write("table.md", "half a table")
+        raise RuntimeError("the job's own bug")
+    with pytest.raises(RuntimeError):
+        docs.make([docs.Job("j", fails)])
+    assert (tmp_path / "j" / "table.md").read_text() == "last good table\n"
+    docs.make([docs.Job("j", lambda page: page.write("table.md", "new table"))])
+    assert (tmp_path / "j" / "table.md").read_text() == "new table\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j", "manifest.json"]
+
+
+def test_classic_corpora_are_checked_before_they_are_kept(monkeypatch, tmp_path, capsys):
+    """--shakespeare takes only Tiny Shakespeare (its pinned sha256), --tang only a folder
+    of the 58 files; each mistake is one line, and a run on a corpus the cache lacks says
+    which flag gives it."""
+    monkeypatch.setattr(store, "CACHE", tmp_path / "cache")
+    wrong = tmp_path / "input.txt"
+    wrong.write_text("not Shakespeare\n")
+    for kwargs, words in (({"shakespeare": wrong}, "is not Tiny Shakespeare"),
+                          ({"shakespeare": tmp_path / "missing.txt"}, "No such file"),
+                          ({"tang": tmp_path}, "has no poet.tang.0.json")):
+        with pytest.raises(SystemExit) as e:
+            store.provide(**kwargs)
+        assert str(e.value).startswith("error: ") and words in str(e.value)
+        assert "\n" not in str(e.value)
+    assert not any((tmp_path / "cache" / "data").iterdir())  # nothing kept
+    with pytest.raises(SystemExit, match=r"needs the tang corpus: pass --tang FOLDER once"):
+        store.require(Run("stage5_gpt", "--data", "tang"))
+    store.require(Run("stage5_gpt", "--data", "zh"))  # built in: nothing to pass

@@ -159,10 +159,13 @@ def make(chosen: list[Job], here: bool = False) -> None:
         t0 = time.time()
         print(f"[{job.name}]", flush=True)
         page = Page(job)
+        done, page.dir = page.dir, GEN / f".{job.name}.new"  # a job that fails leaves its last files
         shutil.rmtree(page.dir, ignore_errors=True)
         job.action(page)
         if page.facts:
             page.write("facts.json", json.dumps(page.facts, ensure_ascii=False, indent=1))
+        shutil.rmtree(done, ignore_errors=True)
+        page.dir.rename(done)
         recorded[job.name] = {"key": job.key(), "seconds": round(time.time() - t0, 1)}
         MANIFEST.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
                             encoding="utf-8")

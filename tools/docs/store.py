@@ -43,7 +43,7 @@ DRAWING = {"__main__.py", "buildup.py", "inspect.py", "lens.py", "plots.py", "pr
 # Every docs run pins the thread count (another count rounds sums differently): one thread,
 # so that two runs at a time share the two cores of the machine the docs are made on.
 THREADS = "1"
-CLASSIC = {"shakespeare": "tinyshakespeare.txt", "tang": "tang-99ebbef7e134"}  # in CACHE/data
+CLASSIC = {"shakespeare": "tinyshakespeare.txt", "tang": "tang-99ebbef7e134.txt"}  # in CACHE/data
 
 
 @cache
@@ -183,14 +183,21 @@ def available(run: Run) -> bool:
     return need is None or (CACHE / "data" / CLASSIC[need]).exists()
 
 
+def require(run: Run) -> None:
+    """Stop with a one-line error if ``run`` reads a classic corpus the cache lacks."""
+    if not available(run):
+        sys.exit(f"error: `{run.command}` needs the {run.needs()} corpus: pass "
+                 f"--{run.needs()} {'FOLDER' if run.needs() == 'tang' else 'PATH'} once "
+                 "(python -m tools.docs keeps it in .cache/docs/data/)")
+
+
 def run_dir(run: Run) -> Path:
     return CACHE / "runs" / run.id
 
 
 def execute(run: Run) -> Stored:
     """Make the run in a scratch folder as a reader would, keep its folder and its facts."""
-    if not available(run):
-        sys.exit(f"{run.command}: needs the {run.needs()} corpus; pass --{run.needs()} PATH")
+    require(run)
     work = CACHE / "work" / run.id
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -327,10 +334,22 @@ def facts_key(run: Run) -> str:
 
 
 def provide(shakespeare: Path | None = None, tang: Path | None = None) -> None:
-    """Put local copies of the classic corpora where the stages look (GPT_STAGES_CACHE)."""
+    """Put local copies of the classic corpora where the stages look (GPT_STAGES_CACHE),
+    checked as a download is: Tiny Shakespeare by its sha256; the Tang poems' 58 files by
+    theirs, their regulated verse extracted once into the cached text (stage5_gpt/tang.py)."""
+    from stage5_gpt import tang as poems
+    from stage5_gpt.data import SHAKESPEARE_SHA256
+    from stage5_gpt.errors import UserError
+
     data = CACHE / "data"
     data.mkdir(parents=True, exist_ok=True)
-    if shakespeare:
-        shutil.copy(shakespeare, data / CLASSIC["shakespeare"])
-    if tang:
-        shutil.copytree(tang, data / CLASSIC["tang"], dirs_exist_ok=True)
+    try:
+        if shakespeare:
+            if hashlib.sha256(shakespeare.read_bytes()).hexdigest() != SHAKESPEARE_SHA256:
+                raise UserError(f"{shakespeare} is not Tiny Shakespeare (its sha256 differs from "
+                                "the one stage5_gpt/data.py pins)")
+            shutil.copy(shakespeare, data / CLASSIC["shakespeare"])
+        if tang:
+            poems.text_file(data, tang)
+    except (OSError, UserError) as e:
+        sys.exit(f"error: {e}")

@@ -8,7 +8,7 @@ import importlib
 import json
 import os
 
-from .. import Job, Page, Run, table
+from .. import Job, Page, Run, store, table
 from ..store import CACHE, ROOT
 from . import SEEDS, STAGES
 from .compare import CLASSIC_RUNS, PRESET_RUNS, RUNS
@@ -30,6 +30,7 @@ FLOOR = 0.002  # the narrowest range: below this, runs differ by rounding alone
 
 def settings(run) -> dict:
     """The run's settings as the stage's harness computes them at the end of training."""
+    store.require(run)  # the settings hold the corpus' sha256
     train = importlib.import_module(f"{run.stage}.train")
     reference = importlib.import_module(f"{run.stage}.reference")
     harness = importlib.import_module(f"{run.stage}.harness")
