@@ -165,7 +165,8 @@ def make(chosen: list[Job], here: bool = False) -> None:
         if page.facts:
             page.write("facts.json", json.dumps(page.facts, ensure_ascii=False, indent=1))
         shutil.rmtree(done, ignore_errors=True)
-        page.dir.rename(done)
+        if page.dir.is_dir():  # a job may write nothing
+            page.dir.rename(done)
         recorded[job.name] = {"key": job.key(), "seconds": round(time.time() - t0, 1)}
         MANIFEST.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n",
                             encoding="utf-8")
