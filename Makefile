@@ -28,7 +28,7 @@ train: $(STAMP)
 	*) echo "Next, Tiny Shakespeare in about two minutes: .venv/bin/python -m stage5_gpt.train --preset shakespeare-2min";; \
 	esac
 
-# The fast suite (83 to 210 s on two cores here: one pytest process per core, each test
+# The fast suite (1 to 4 minutes on two cores here: one pytest process per core, each test
 # file in one of them; about a third of it the two browser test files);
 # test-slow: what takes longer (the grader's mutation suite, torchrun, a stored docs run
 # repeated). CI runs both.

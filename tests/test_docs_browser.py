@@ -402,9 +402,9 @@ def page_reports(context, base_url, site, screenshot_dir):
             except Exception:  # noqa: BLE001 - reported by the mermaid test
                 report["mermaid_timeout"] = True
         name = path.replace("/", "_").removesuffix(".html") or "index"
-        loaded_on_phone = phone
-        for phone in (loaded_on_phone, not loaded_on_phone):  # the last one stays for the next page
-            if phone != loaded_on_phone:  # the next page loads at this width too
+        looks = ((False, phone), (True, not phone))  # (switch first?, phone?): the second
+        for switch, phone in looks:  # width stays for the next page's load
+            if switch:
                 cdp.send("Emulation.setDeviceMetricsOverride", PHONE if phone else DESKTOP)
                 cdp.send("Emulation.setTouchEmulationEnabled", {"enabled": phone, "maxTouchPoints": 1})
             if phone:

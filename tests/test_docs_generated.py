@@ -272,7 +272,7 @@ def test_a_job_that_fails_leaves_its_last_files(monkeypatch, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j", "manifest.json"]
 
 
-def test_classic_corpora_are_checked_before_they_are_kept(monkeypatch, tmp_path, capsys):
+def test_classic_corpora_are_checked_before_they_are_kept(monkeypatch, tmp_path):
     """--shakespeare takes only Tiny Shakespeare (its pinned sha256), --tang only a folder
     of the 58 files; each mistake is one line, and a run on a corpus the cache lacks says
     which flag gives it."""

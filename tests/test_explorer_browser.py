@@ -290,11 +290,16 @@ def newlines(page, root, lang: str, export) -> None:
     assert state["top"][0].split(" ")[0] == {" ": "␣", "\n": "⏎"}.get(after, after)
 
 
+def own_context(playwright_api, site, blocked, **options):
+    """A browser context of a test's own (its width, its colour scheme), offline as the
+    shared one is (test_docs_browser.offline)."""
+    return offline(playwright_api.new_context(service_workers="block", **options), site, blocked)
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_phone_dark_mode(playwright_api, base_url, site, blocked, exports, shots, lang):
-    ctx = offline(playwright_api.new_context(viewport={"width": 390, "height": 844}, is_mobile=True,
-                                             has_touch=True, color_scheme="dark", service_workers="block"),
-                  site, blocked)
+    ctx = own_context(playwright_api, site, blocked, viewport={"width": 390, "height": 844},
+                      is_mobile=True, has_touch=True, color_scheme="dark")
     page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     if lang == "zh":
@@ -319,8 +324,8 @@ def test_phone_dark_mode(playwright_api, base_url, site, blocked, exports, shots
 
 def test_dark_mode_at_1280(playwright_api, base_url, site, blocked, shots):
     # A context of its own: Material keeps the scheme it first chose in localStorage.
-    ctx = offline(playwright_api.new_context(viewport={"width": 1280, "height": 900}, color_scheme="dark",
-                                             service_workers="block"), site, blocked)
+    ctx = own_context(playwright_api, site, blocked, viewport={"width": 1280, "height": 900},
+                      color_scheme="dark")
     page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
@@ -493,9 +498,8 @@ def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, expor
 @pytest.mark.parametrize(("width", "scheme"), [(1280, "dark"), (390, "light"), (390, "dark")])
 def test_zh_edition_layout(playwright_api, base_url, site, zh_site, blocked, shots, width, scheme):
     phone = width < 500
-    ctx = offline(playwright_api.new_context(viewport={"width": width, "height": 844 if phone else 900},
-                                             is_mobile=phone, has_touch=phone, color_scheme=scheme,
-                                             service_workers="block"), site, blocked)
+    ctx = own_context(playwright_api, site, blocked, is_mobile=phone, has_touch=phone,
+                      viewport={"width": width, "height": 844 if phone else 900}, color_scheme=scheme)
     page, _, errors = open_page(ctx, zh_url(base_url, zh_site))
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     assert page.evaluate("document.body.dataset.mdColorScheme") == ("slate" if scheme == "dark" else "default")

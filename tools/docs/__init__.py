@@ -134,13 +134,11 @@ def make(chosen: list[Job], here: bool = False) -> None:
     """Make the stale runs these jobs read (``here``: also those stored on another kind of
     CPU), the checkpoints they read, the runs whose times a page sets beside one made on
     this kind (``Job.timed``), then these jobs and every job whose runs' facts changed,
-    each into a clean folder."""
+    each written into a fresh folder that replaces the old one when the job ends well."""
     chosen, runs = list(chosen), list(dict.fromkeys(r for j in chosen for r in j.runs))
     todo = [r for r in runs if not store.fresh(r) or (here and not store.made_here(r))]
-    missing = [r for r in todo if not store.available(r)]
-    if missing:
-        sys.exit("these runs need a classic corpus: " + ", ".join(r.command for r in missing)
-                 + "\npass --shakespeare PATH / --tang FOLDER once (they are kept in .cache/)")
+    for run in todo:  # before any run starts: a missing classic corpus is one error line
+        store.require(run)
     print(f"{len(todo)} runs to make, then the jobs that read them", flush=True)
     # The checkpoints the jobs and the runs read (``after``), remade where the cache lacks
     # them; on another kind of CPU than the stored one, such a run's facts change

@@ -187,7 +187,7 @@ def require(run: Run) -> None:
     """Stop with a one-line error if ``run`` reads a classic corpus the cache lacks."""
     if not available(run):
         sys.exit(f"error: `{run.command}` needs the {run.needs()} corpus: pass "
-                 f"--{run.needs()} {'FOLDER' if run.needs() == 'tang' else 'PATH'} once "
+                 f"--{run.needs()} {'FOLDER' if run.needs() == 'tang' else 'FILE'} once "
                  "(python -m tools.docs keeps it in .cache/docs/data/)")
 
 
@@ -231,12 +231,12 @@ def execute(run: Run) -> Stored:
     return stored
 
 
+VERDICT = re.compile(r"^is this loss normal\?.*(?:\n|$)(?:  .*(?:\n|$))*", re.MULTILINE)
+
+
 def without_verdict(stdout: str) -> str:
     """``stdout`` without the "is this loss normal?" line and the indented lines after it."""
     return "\n".join(VERDICT.sub("", stdout).splitlines()) + "\n"
-
-
-VERDICT = re.compile(r"^is this loss normal\?.*(?:\n|$)(?:  .*(?:\n|$))*", re.MULTILINE)
 
 
 def save(run: Run, stored: Stored) -> None:
