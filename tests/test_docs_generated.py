@@ -281,7 +281,7 @@ def test_classic_corpora_are_checked_before_they_are_kept(monkeypatch, tmp_path)
     wrong.write_text("not Shakespeare\n")
     for kwargs, words in (({"shakespeare": wrong}, "is not Tiny Shakespeare"),
                           ({"shakespeare": tmp_path / "missing.txt"}, "No such file"),
-                          ({"tang": tmp_path}, "has no poet.tang.0.json")):
+                          ({"tang": tmp_path}, "has no poet.tang.0.json: --tang FOLDER needs all 58")):
         with pytest.raises(SystemExit) as e:
             store.provide(**kwargs)
         assert str(e.value).startswith("error: ") and words in str(e.value)

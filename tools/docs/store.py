@@ -351,5 +351,5 @@ def provide(shakespeare: Path | None = None, tang: Path | None = None) -> None:
             shutil.copy(shakespeare, data / CLASSIC["shakespeare"])
         if tang:
             poems.text_file(data, tang)
-    except (OSError, UserError) as e:
-        sys.exit(f"error: {e}")
+    except (OSError, UserError) as e:  # the stages' message names their flag, --data
+        sys.exit(f"error: {str(e).replace('--data FOLDER', '--tang FOLDER')}")

@@ -15,10 +15,11 @@ HEAD = {"en": ["stage", "parameters", "best val, mean of 3 seeds", "spread", "ga
         "zh": ["阶段", "参数量", "三个种子最低验证损失的平均", "种子间差异", "比上一阶段低", "验证减训练"]}
 
 
-def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 500) -> None:
-    """Where stage 5's gap between validation and training loss comes from, on up to
-    ``windows`` windows of each split: the characters the training text never holds, those
-    it holds fewer than ``few`` times, and those it holds ``many`` times or more."""
+def rare(page: Page, data: str, few: int = 50, many: int = 500) -> None:
+    """Stage 5's gap between validation and training loss on every window of both splits
+    (not the 20 random batches the run prints), and where it comes from: the characters
+    the training text never holds, those it holds fewer than ``few`` times, and those it
+    holds ``many`` times or more."""
     from collections import Counter
 
     import torch
@@ -26,12 +27,13 @@ def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 5
 
     from stage5_gpt.checkpoint import load_model
     from stage5_gpt.data import Corpus
+    from stage5_gpt.train import build_parser
 
     model, tok, _ = load_model(page.folder(RUNS["stage5_gpt", data, SEEDS[0]]) / "best.pt")
     corpus = Corpus.load(data, tokenizer=tok)
     seen, T, out = Counter(corpus.train.tolist()), model.config.block_size, {}
     for split, ids in (("train", corpus.train.long()), ("val", corpus.val.long())):
-        starts = torch.arange(0, len(ids) - T - 1, T)[:windows]
+        starts = torch.arange(0, len(ids) - T - 1, T)
         x = torch.stack([ids[s:s + T] for s in starts])
         y = torch.stack([ids[s + 1:s + T + 1] for s in starts])
         with torch.no_grad():
@@ -54,7 +56,7 @@ def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 5
         return ((loss * kinds[kind]).sum() / (kinds[kind].sum() if per_kind else len(loss))).item()
 
     val, gap = out["val"][1], mean("val", "all") - mean("train", "all")
-    page.fact(f"{data}.rare.gap", gap)  # on these windows
+    page.fact(f"{data}.rare.gap", gap)  # on every window
     for kind in ("never", "rare", "both", "mid", "common"):  # share of val, part of the gap
         page.fact(f"{data}.rare.{kind}_share", val[kind].float().mean().item())
         page.fact(f"{data}.rare.{kind}_part",
@@ -64,6 +66,10 @@ def rare(page: Page, data: str, windows: int = 800, few: int = 50, many: int = 5
     page.fact(f"{data}.rare.never_loss", mean("val", "never") if val["never"].any() else 0.0)
     page.fact("rare.few", few)
     page.fact("rare.many", many)
+    page.fact("rare.block_size", T)
+    defaults = build_parser().parse_args([])  # what the printed gap is the mean over
+    page.fact("rare.eval_iters", defaults.eval_iters)
+    page.fact("rare.batch_size", defaults.batch_size)
 
 
 def write(page: Page) -> None:
