@@ -318,7 +318,8 @@ def test_hook_single_file_and_identical(two_stages):
     hook = load_hook()
     md = hook.render_stage_diff(two_stages, "stage_a", "stage_b", "changed.py")
     assert "--- stage_a/changed.py" in md and "only_a.py" not in md and "Identical" not in md
-    assert "1 file differs" in md and " open " in md  # the one file asked for is shown open
+    assert "`stage_a/changed.py` → `stage_b/changed.py`: +" in md and "differs" not in md
+    assert " open " in md  # the one file asked for is shown open
     same = hook.render_stage_diff(two_stages, "stage_a", "stage_b", "same.py")
     assert "```" not in same and "Identical in `stage_a` and `stage_b`: `same.py`." in same
     with pytest.raises(hook.StageDiffError, match="exists in neither"):

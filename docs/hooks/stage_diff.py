@@ -25,9 +25,10 @@ LINK_RE = re.compile(r'<a class="stage-diff-link" data-section="([^"]*)" data-he
 OPEN_FILES = {"model.py", "train.py"}  # the files that carry a stage's idea: shown open
 WORDS = {  # (English, Chinese); the Chinese edition is built with theme.language zh
     "summary": ("`{a}` → `{b}`: {n}, +{add} −{rem} lines.", "`{a}` → `{b}`：{n}，+{add} −{rem} 行。"),
+    "one": ("`{a}/{f}` → `{b}/{f}`: +{add} −{rem} lines.", "`{a}/{f}` → `{b}/{f}`：+{add} −{rem} 行。"),
     "files": ("{n} files differ", "{n} 个文件不同"), "file": ("1 file differs", "1 个文件不同"),
     "same": ("Identical in `{a}` and `{b}`: {files}.", "在 `{a}` 和 `{b}` 中完全相同：{files}。"),
-    "header": ("| file | change | added | removed | why |", "| 文件 | 变化 | 新增 | 删除 | 原因 |"),
+    "header": ("| file | change | added | removed | why |", "| 文件 | 变化 | 新增 | 删除 | 说明 |"),
     "new": ("new", "新增"), "removed": ("removed", "删除"), "changed": ("changed", "修改"),
     "explained": ("Explained in: ", "讲解见："), "sep": (", ", "、"),
 }
@@ -117,7 +118,7 @@ def render_stage_diff(root: Path | str, old: str, new: str, only: str | None = N
     if rels:
         n = w["files"].format(n=len(rels)) if len(rels) > 1 else w["file"]
         add, rem = (sum(d[i] for d in diffs.values()) for i in (1, 2))
-        out += [w["summary"].format(a=old, b=new, n=n, add=add, rem=rem), "",
+        out += [w["one" if only else "summary"].format(a=old, b=new, f=only, n=n, add=add, rem=rem), "",
                 '<div class="stage-diff-summary" markdown>', "", w["header"], "|---|---|--:|--:|---|"]
         for rel, (_, add, rem) in diffs.items():  # escaped: "python -m <stage>.train" is no tag
             why = html.escape(why_changed(rel, old, new, b.get(rel), root, zh)).replace("|", "\\|")

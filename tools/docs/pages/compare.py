@@ -12,7 +12,7 @@ RUNS = {(stage, data, seed): train(stage, data, seed=seed)
 CLASSIC_RUNS = {(stage, data): classic(stage, data) for stage in STAGES for data in CLASSIC}
 PRESET_RUNS = {data: preset(name) for data, name in PRESETS.items()}
 HEAD = {"en": ["stage", "parameters", "best val, mean of 3 seeds", "spread", "gain", "val − train"],
-        "zh": ["阶段", "参数量", "三个种子最低验证损失的平均", "种子间差异", "比上一阶段低", "验证减训练"]}
+        "zh": ["阶段", "参数量", "平均最低验证损失", "种子间差异", "较上一阶段降低", "验证 − 训练"]}
 
 
 def rare(page: Page, data: str, few: int = 50, many: int = 500) -> None:
@@ -61,7 +61,7 @@ def rare(page: Page, data: str, few: int = 50, many: int = 500) -> None:
         page.fact(f"{data}.rare.{kind}_share", val[kind].float().mean().item())
         page.fact(f"{data}.rare.{kind}_part",
                   (mean("val", kind, False) - mean("train", kind, False)) / gap)
-    for kind in ("rare", "common"):  # the gap per character of the kind
+    for kind in ("rare", "mid", "common"):  # the gap per character of the kind
         page.fact(f"{data}.rare.{kind}_gap", mean("val", kind) - mean("train", kind))
     page.fact(f"{data}.rare.never_loss", mean("val", "never") if val["never"].any() else 0.0)
     page.fact("rare.few", few)
