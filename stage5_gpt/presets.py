@@ -19,7 +19,7 @@ PRESETS = {
                              lr=3e-3, min_lr=1e-4, warmup_iters=100, eval_interval=300,
                              eval_iters=20),
     # The Tang poems' regulated verse in about two minutes: the same model, fewer steps (its
-    # 6,457 characters make the output layer the biggest part of every step).
+    # 6,456 characters make the output layer the biggest part of every step).
     "tang-2min": dict(data="tang", block_size=64, batch_size=12, n_layer=4, n_head=4,
                       n_embd=128, dropout=0.0, bias=False, max_iters=800, lr=3e-3, min_lr=1e-4,
                       warmup_iters=50, eval_interval=200, eval_iters=10),

@@ -314,6 +314,15 @@ def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
         assert sep in hook.resolve_links(html, lang), words  # links joined in the page's language
 
 
+def test_hook_why_cell_escapes_outside_code_spans_only(two_stages):
+    """A docstring's gist in the "why" column: "<data>" is no tag, but in a code span
+    Markdown shows "&lt;" as typed, so there "<stage>" stays as it is."""
+    (two_stages / "stage_b" / "only_b.py").write_text(
+        '"""Run ``python -m <stage>.train`` on <data> | more."""\n', encoding="utf-8")
+    md = load_hook().render_stage_diff(two_stages, "stage_a", "stage_b")
+    assert "| Run ``python -m <stage>.train`` on &lt;data&gt; \\| more. |" in md
+
+
 def test_hook_single_file_and_identical(two_stages):
     hook = load_hook()
     md = hook.render_stage_diff(two_stages, "stage_a", "stage_b", "changed.py")

@@ -68,6 +68,12 @@ def why_changed(rel: str, old: str, new: str, file: Path | None, root: Path, zh:
     gists = _changes(root).get("gist_zh", {}) if zh else {}
     return gists.get(f"{Path(new).name}/{rel}", gists.get(rel, gist))
 
+def _cell(text: str) -> str:
+    """Text for a table cell: "|" escaped, "<" and "&" too outside code spans ("python -m
+    <stage>.train" is no tag; in a code span Markdown shows them as they are typed)."""
+    parts = re.split(r"(`+[^`]+`+)", text)
+    return "".join(p if p.startswith("`") else html.escape(p) for p in parts).replace("|", "\\|")
+
 def _outside_code(markdown: str) -> list[tuple[str, bool]]:
     """Each line of a page, and whether it lies outside the code fences."""
     out, fence = [], ""
@@ -120,8 +126,8 @@ def render_stage_diff(root: Path | str, old: str, new: str, only: str | None = N
         add, rem = (sum(d[i] for d in diffs.values()) for i in (1, 2))
         out += [w["one" if only else "summary"].format(a=old, b=new, f=only, n=n, add=add, rem=rem), "",
                 '<div class="stage-diff-summary" markdown>', "", w["header"], "|---|---|--:|--:|---|"]
-        for rel, (_, add, rem) in diffs.items():  # escaped: "python -m <stage>.train" is no tag
-            why = html.escape(why_changed(rel, old, new, b.get(rel), root, zh)).replace("|", "\\|")
+        for rel, (_, add, rem) in diffs.items():
+            why = _cell(why_changed(rel, old, new, b.get(rel), root, zh))
             what = w["new"] if rel not in a else w["removed"] if rel not in b else w["changed"]
             name = html.escape(rel).replace("_", "&#95;")  # Markdown: __init__ is no emphasis
             out.append(f'| <a href="#{anchors[rel]}"><code>{name}</code></a> | {what} '

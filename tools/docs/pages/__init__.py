@@ -25,7 +25,7 @@ def train(stage: str, data: str = "en", *flags: str, seed: str = "1337") -> Run:
 
 def classic(stage: str, data: str) -> Run:
     """A stage at its defaults on a corpus; the bigram on the Tang poems for 300 steps only:
-    its table has 6,457 x 6,457 weights, every one updated at every step."""
+    its table has 6,456 x 6,456 weights, every one updated at every step."""
     if (stage, data) == ("stage2_bigram", "tang"):
         return train(stage, data, "--max-iters", "300", "--eval-interval", "100")
     return train(stage, data)
