@@ -15,6 +15,8 @@ VARIANTS = {f: train(STAGE, "en", *f.split()) for f in
             ("--n-head 1", "--norm post", "--activation gelu")}
 ABLATIONS = {f: train(STAGE, "en", f) for f in ("--no-residual", "--no-mlp")}
 ABLATIONS["--norm none"] = train(STAGE, "en", "--norm", "none")
+HARDER = {norm: train(STAGE, "en", "--n-layer", "12", "--lr", "1e-2", "--max-iters", "600",
+                      "--norm", norm) for norm in ("pre", "post")}  # exercise 3
 PARTS = {"--no-residual": ("residual connections", "残差连接"),
          "--no-mlp": ("the MLP", "MLP（前馈网络）"), "--norm none": ("LayerNorm", "层归一化"),
          "--n-head 1": ("four heads, one left", "四个头只留一个")}
@@ -54,6 +56,8 @@ def write(page: Page) -> None:
         [(f if isinstance(f, tuple) else f"`{f}`", f"{m['params']:,}", m["train_loss"], m["val_loss"],
           f"{m['train_seconds']:,.0f}")
          for f, m in rows], right={1, 2, 3, 4}))
+    for norm, run in HARDER.items():
+        page.fact(f"harder.{norm}", page.stored(run).metrics["val_loss"])
     taken = {**ABLATIONS, "--n-head 1": VARIANTS["--n-head 1"]}
     cells = []
     for flag, run in taken.items():
@@ -69,5 +73,5 @@ def write(page: Page) -> None:
 
 
 JOBS = [Job("stage4", write, runs=(*RUNS.values(), *SEED_RUNS, *VARIANTS.values(),
-                                   *ABLATIONS.values()), files=(STAGE,),
+                                   *ABLATIONS.values(), *HARDER.values()), files=(STAGE,),
             folders=(RUNS["en"], RUNS["zh"]), timed=(*RUNS.values(), *VARIANTS.values()))]
