@@ -56,8 +56,7 @@ def write(page: Page) -> None:
         runs = [((DEFAULTS, f"--data {d}"), RUNS[stage, d, SEEDS[0]], spreads[d]) for d in spreads]
         for d in ("shakespeare", "tang"):
             run = CLASSIC_RUNS[stage, d]
-            short = " ".join(run.flags[run.flags.index("--max-iters"):][:2]) \
-                if "--max-iters" in run.flags else DEFAULTS
+            short = " ".join(run.flags[2:run.flags.index("--seed")]) or DEFAULTS  # after --data D
             runs.append(((short, f"--data {d}"), run, wide))
         if stage == "stage5_gpt":
             runs += [((f"--preset {r.flags[1]}",), r, wide) for r in PRESET_RUNS.values()]
