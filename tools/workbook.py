@@ -151,7 +151,7 @@ EXERCISES = (
              "logits are rows of the table, (B, T, V); with targets, flatten to (B*T, V) and "
              "(B*T,) for F.cross_entropy; without, the loss is None"),
     Exercise("2.2", "model.py:LanguageModel.stream", "sampling, one token at a time",
-             "采样：一次生成一个词元", "Generating text", "生成文本",
+             "采样：一次生成一个字符", "Generating text", "生成文本",
              "max_new_tokens times: the logits of the last position, sample_next, append to "
              "idx, yield the new (B, 1) token"),
     Exercise("3.1", "model.py:sinusoidal_positions", "sinusoidal positions",
