@@ -29,9 +29,10 @@
     prompt: "提示词",
     loading: (name) => `正在加载${name}模型……`,
     fileSystem: "探索器用 fetch() 读取模型的权重，而浏览器不允许从文件系统直接打开的页面这样做。"
-      + "请通过 HTTP 访问整个站点：把英文版和中文版都构建到 site/ 之后，运行 "
-      + "python -m http.server --directory site，再打开 http://127.0.0.1:8000/zh/。",
-    loadFailed: (why) => `模型加载失败（${why}）。请运行 python -m tools.docs explorer，然后重新构建文档。`,
+      + "请通过 HTTP 访问整个站点：运行 make docs（构建英文版和中文版）之后，运行 "
+      + "python -m http.server --directory site，再打开 http://127.0.0.1:8000/zh/explorer.html。",
+    loadFailed: (why) => `模型加载失败（${why}）。请运行 python -m tools.docs explorer，然后用 make docs 重新构建文档；`
+      + "中文版读取英文版站点里的权重，所以 mkdocs serve -f mkdocs.zh.yml 预览时读不到，请改用 python -m http.server --directory site。",
     gridLabel: "每一层、每个头的注意力图",
     mapsHelp: (L, H) => `每张小图是一个头（行：第 0 层到第 ${L - 1} 层；列：第 0 个到第 ${H - 1} 个头）。选一张即可放大查看。`,
     headAxis: (h) => `头 ${h}`,
@@ -42,8 +43,8 @@
     noMap: "没有注意力图：没有可读的字符",
     headViewCaption: "头视图：从查询（上方）连到它读取的各个键（下方）",
     headViewLabel: (l, h) => `第 ${l} 层第 ${h} 个头的头视图；用方向键选择查询字符`,
-    readout: (ch, q, most) => `查询“${ch}”（位置 ${q}）最关注：${most.join("、")}`,
-    readoutKey: (ch, j, w) => `位置 ${j} 的“${ch}”（${w}）`,
+    readout: (ch, q, most) => `查询「${ch}」（位置 ${q}）最关注：${most.join("、")}`,
+    readoutKey: (ch, j, w) => `位置 ${j} 的「${ch}」（${w}）`,
     next: "下一个字符",
     topLabel: "最可能的十个下一个字符",
     temperature: "温度 ",
@@ -54,7 +55,7 @@
     unknown: (name, V, list, more) => `已略去以下字符，它们不在${name}模型的词表（共 ${V} 个字符）里：`
       + `${list.join("、")}${more ? `，另有 ${more} 个` : ""}。字符级模型只为训练文本里出现过的每个字符`
       + "准备一行嵌入，其他字符什么都没有，所以模型读提示词时会跳过它们。",
-    unknownChar: (ch, code) => `“${ch}”（${code}）`,
+    unknownChar: (ch, code) => `「${ch}」（${code}）`,
     reads: "模型读入的字符（⏎ 是换行，␣ 是空格）：",
     promptHelp: "回车键换行：换行符和其他字符一样，也是一个字符。",
     cropped: (B, n, half) => `模型只读最后 ${B} 个字符（开头略去了 ${n} 个）：它只为 ${B} 个位置学过位置嵌入`
@@ -71,7 +72,7 @@
     loading: (name) => `Loading the ${name} model...`,
     fileSystem: "The explorer reads the model's weights with fetch(), which browsers do not allow for a "
       + "page opened from the file system. Serve the site instead: mkdocs serve, or "
-      + "python -m http.server --directory site, then open http://127.0.0.1:8000/.",
+      + "python -m http.server --directory site, then open http://127.0.0.1:8000/explorer.html.",
     loadFailed: (why) => `The model could not be loaded (${why}). Rebuild the docs after `
       + "python -m tools.docs explorer.",
     gridLabel: "attention map of every layer and head",
@@ -698,7 +699,7 @@
       const { logits, T } = this.result;
       this.probs = nextDistribution(logits.subarray((T - 1) * V, T * V), temperature, topK);
       const order = Array.from({ length: V }, (_, i) => i).sort((a, b) => this.probs[b] - this.probs[a]);
-      for (const i of order.slice(0, 10)) {
+      for (const i of order.slice(0, 10).filter((i) => this.probs[i] > 0)) {  // none of p = 0
         const p = this.probs[i], ch = this.model.vocab[i];
         const bar = el("span", { class: "gx-bar" });
         bar.style.width = `${(100 * p).toFixed(1)}%`;

@@ -75,7 +75,8 @@ def load_export(json_path: Path):
 def rounding(ckpt_path: Path, json_path: Path, lang: str) -> dict:
     """What storing the weights as float16 changes, on WINDOWS evenly spaced windows of
     the validation text: the mean loss before and after, the largest change of a logit,
-    the share of positions whose most likely next character stays the same."""
+    the share of positions whose most likely next character stays the same; and, of the
+    float32 model, how much a head of layer 0 looks 1 and 2 characters back."""
     import torch
     import torch.nn.functional as F
 
@@ -91,9 +92,13 @@ def rounding(ckpt_path: Path, json_path: Path, lang: str) -> dict:
     y = torch.stack([val[s + 1:s + T + 1] for s in starts])
     with torch.no_grad():
         a, b = exact(x)[0], rounded(x)[0]
+        first = exact.attention_maps(x)[:, 0]  # layer 0: (B, nh, T, T)
     loss = {name: F.cross_entropy(z.flatten(0, 1), y.flatten()).item()
             for name, z in (("loss_float32", a), ("loss_float16", b))}
-    return {**loss, "max_logit_change": (a - b).abs().max().item(),
+    # the page's "things to try": the largest mean weight a head of layer 0 puts on the
+    # character 1 (and 2) before the query
+    back = {f"l0_back{d}": first.diagonal(-d, -2, -1).mean((0, 2)).max().item() for d in (1, 2)}
+    return {**loss, **back, "max_logit_change": (a - b).abs().max().item(),
             "same_top1": (a.argmax(-1) == b.argmax(-1)).float().mean().item(),
             "positions": WINDOWS * T}
 
