@@ -54,7 +54,7 @@
     sample: "采样下一个字符",
     unknown: (name, V, list, more) => `已略去以下字符，它们不在${name}模型的词表（共 ${V} 个字符）里：`
       + `${list.join("、")}${more ? `，另有 ${more} 个` : ""}。字符级模型只为训练文本里出现过的每个字符`
-      + "准备一行嵌入，其他字符什么都没有，所以模型读提示词时会跳过它们。",
+      + "准备一行嵌入，其他字符没有嵌入，所以模型读提示词时会跳过它们。",
     unknownChar: (ch, code) => `「${ch}」（${code}）`,
     reads: "模型读入的字符（⏎ 是换行，␣ 是空格）：",
     promptHelp: "回车键换行：换行符和其他字符一样，也是一个字符。",
@@ -111,7 +111,7 @@
       + "every time.",
     typeOne: (name) => `Type at least one character the ${name} model knows.`,
     status: (name, T, B, L, H, ms) => `${name} model: ${T} of ${B} positions, `
-      + `${L} layers x ${H} heads; forward pass ${ms} ms in this page.`,
+      + `${L} layers × ${H} heads; forward pass ${ms} ms in this page.`,
   };
   const LANG_NAMES = TEXT.models; // the models this page can load, by their data-lang
 
@@ -139,7 +139,7 @@
     return models[lang];
   }
 
-  // n little-endian numbers from byte ``offset`` on, as a Float32Array. float16 (what the
+  // n little-endian numbers from byte `offset` on, as a Float32Array. float16 (what the
   // export writes: half the bytes) becomes float32 exactly, as numpy's astype does in
   // load_export: every float16 number is a float32 number.
   function decode(buffer, offset, n, dtype) {
@@ -231,7 +231,7 @@
 
   // --8<-- [start:attention]
   // CausalSelfAttention.forward, the explicit path. Returns c_proj(y); pushes the
-  // (n_head, T, T) weights to ``maps``.
+  // (n_head, T, T) weights to `maps`.
   function attention(h, T, C, nh, w, p, maps) {
     const hs = C / nh;
     const qkv = linear(h, T, C, w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"], 3 * C); // q | k | v
@@ -327,7 +327,8 @@
 
   const shown = (ch) => SHOWN[ch] || ch;
   const codePoint = (ch) => "U+" + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
-  const pct = (p) => (p >= 0.995 ? (100 * p).toFixed(0) : p >= 0.001 ? (100 * p).toFixed(1) : (100 * p).toFixed(2)) + "%";
+  const pct = (p) => (p >= 0.995 ? (100 * p).toFixed(0) : p >= 0.001 ? (100 * p).toFixed(1)
+    : p >= 0.00005 ? (100 * p).toFixed(2) : "<0.01") + "%";
   let counter = 0;
 
   function el(tag, attrs, ...children) {
@@ -656,7 +657,8 @@
 
       const ranked = Array.from({ length: q + 1 }, (_, j) => j).sort((a, b) => wts[q * T + b] - wts[q * T + a]);
       const text = TEXT.readout(shown(chars[q]), q,
-        ranked.slice(0, 3).map((j) => TEXT.readoutKey(shown(chars[j]), j, wts[q * T + j].toFixed(2))));
+        ranked.slice(0, 3).filter((j, r) => r === 0 || wts[q * T + j] >= 0.005)  // no 0.00s
+          .map((j) => TEXT.readoutKey(shown(chars[j]), j, wts[q * T + j].toFixed(2))));
       this.readout.textContent = text;
 
       if (this.compact) return;
