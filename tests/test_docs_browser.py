@@ -817,3 +817,19 @@ def test_site_works_from_the_file_system(context, site):
 def test_no_request_left_localhost(page_reports, blocked):
     assert page_reports
     assert not blocked, f"requests to other hosts (aborted): {sorted(set(blocked))}"
+
+
+def test_a_link_to_a_depth_box_opens_it(context, base_url, site):
+    """A link to the anchor above a closed depth box (the glossary's "Stage 5, presets")
+    opens the box, on load and when the hash changes within the page."""
+    box = "(id) => document.getElementById(id).parentElement.nextElementSibling"
+    page, _, errors = open_page(context, base_url + page_path(site, "stage5_gpt.md") + "#presets")
+    try:
+        assert page.evaluate(f"({box})('presets').open")
+        assert not page.evaluate(f"({box})('more-than-one-process-or-several-gpus').open")
+        page.evaluate("() => { location.hash = '#more-than-one-process-or-several-gpus'; }")
+        page.wait_for_function(f"() => ({box})('more-than-one-process-or-several-gpus').open",
+                               timeout=TIMEOUT_MS)
+    finally:
+        page.close()
+    assert not errors, errors
