@@ -72,35 +72,52 @@ def load_export(json_path: Path):
     return model.eval(), header["vocab"], header
 
 
+def windows(lang: str, tokenizer, T: int):
+    """WINDOWS evenly spaced windows of T characters of the validation text, and their
+    targets: (x, y), each (WINDOWS, T)."""
+    import torch
+
+    from stage5_gpt.data import Corpus
+
+    val = Corpus.load(lang, 0.1, tokenizer).val.long()
+    starts = torch.linspace(0, len(val) - T - 1, WINDOWS).long()
+    return (torch.stack([val[s:s + T] for s in starts]),
+            torch.stack([val[s + 1:s + T + 1] for s in starts]))
+
+
 def rounding(ckpt_path: Path, json_path: Path, lang: str) -> dict:
-    """What storing the weights as float16 changes, on WINDOWS evenly spaced windows of
-    the validation text: the mean loss before and after, the largest change of a logit,
-    the share of positions whose most likely next character stays the same; and, of the
-    float32 model, how much a head of layer 0 looks 1 and 2 characters back."""
+    """What storing the weights as float16 changes, on the windows: the mean loss before
+    and after, the largest change of a logit, the share of positions whose most likely
+    next character stays the same."""
     import torch
     import torch.nn.functional as F
 
     from stage5_gpt.checkpoint import load_model
-    from stage5_gpt.data import Corpus
 
     exact, tokenizer, _ = load_model(ckpt_path)
     rounded, _, _ = load_export(json_path)
-    T = exact.config.block_size
-    val = Corpus.load(lang, 0.1, tokenizer).val.long()
-    starts = torch.linspace(0, len(val) - T - 1, WINDOWS).long()
-    x = torch.stack([val[s:s + T] for s in starts])
-    y = torch.stack([val[s + 1:s + T + 1] for s in starts])
+    x, y = windows(lang, tokenizer, exact.config.block_size)
     with torch.no_grad():
         a, b = exact(x)[0], rounded(x)[0]
-        first = exact.attention_maps(x)[:, 0]  # layer 0: (B, nh, T, T)
     loss = {name: F.cross_entropy(z.flatten(0, 1), y.flatten()).item()
             for name, z in (("loss_float32", a), ("loss_float16", b))}
-    # the page's "things to try": the largest mean weight a head of layer 0 puts on the
-    # character 1 (and 2) before the query
-    back = {f"l0_back{d}": first.diagonal(-d, -2, -1).mean((0, 2)).max().item() for d in (1, 2)}
-    return {**loss, **back, "max_logit_change": (a - b).abs().max().item(),
+    return {**loss, "max_logit_change": (a - b).abs().max().item(),
             "same_top1": (a.argmax(-1) == b.argmax(-1)).float().mean().item(),
-            "positions": WINDOWS * T}
+            "positions": x.numel()}
+
+
+def looks_back(ckpt_path: Path, lang: str) -> dict:
+    """The page's "things to try": the largest mean weight a head of layer 0 puts on the
+    character 1 (and 2) before the query, on the windows."""
+    import torch
+
+    from stage5_gpt.checkpoint import load_model
+
+    model, tokenizer, _ = load_model(ckpt_path)
+    x, _ = windows(lang, tokenizer, model.config.block_size)
+    with torch.no_grad():
+        first = model.attention_maps(x)[:, 0]  # layer 0: (B, nh, T, T)
+    return {f"l0_back{d}": first.diagonal(-d, -2, -1).mean((0, 2)).max().item() for d in (1, 2)}
 
 
 def write(page: Page) -> None:
@@ -113,7 +130,8 @@ def write(page: Page) -> None:
         float32 += 4 * params + (page.dir / f"{lang}.json").stat().st_size
         page.fact(f"{lang}.vocab_size", header["config"]["vocab_size"])
         page.fact(f"{lang}.stored_numbers", params)
-        for name, value in rounding(ckpt, page.dir / f"{lang}.json", lang).items():
+        measured = rounding(ckpt, page.dir / f"{lang}.json", lang) | looks_back(ckpt, lang)
+        for name, value in measured.items():
             page.fact(f"{lang}.{name}", value)
     page.fact("bytes", total)  # both models' files, as the site serves them
     page.fact("float32_bytes", float32)  # the same files with float32 weights
