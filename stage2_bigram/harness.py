@@ -54,6 +54,9 @@ from .tokenizer import CharTokenizer
 # --resume takes every flag of these argument groups from the checkpoint.
 RESUMED_GROUPS = ("data", "model", "training")
 RESUME_KEYS = ("args", "vocab", "optimizer", "rng", "history", "best_val")
+# Settings a run times at its start when they are not given (stage 5 adds --dtype): ckpt.pt
+# keeps what the run chose, and --resume takes it, since another choice sums in another order.
+CHOSEN = ("threads", "dtype")
 
 
 def resumed_flags(parser: argparse.ArgumentParser) -> list[str]:
@@ -255,6 +258,13 @@ class Run:
                     "flag, or train a new run in another --out-dir."
                 )
             setattr(args, k, saved.get(k, given))
+        chosen = [k for k in CHOSEN if getattr(args, k, None) in (None, "auto")
+                  and saved.get(k) not in (None, "auto")]
+        for k in chosen:  # not given: the run's own choice, not a new timing
+            setattr(args, k, saved[k])
+        if chosen:
+            self.say("continuing with the run's " + ", ".join(f"--{k} {saved[k]}" for k in chosen)
+                     + " (another choice would change the last digits)")
         if args.max_iters == defaults["max_iters"]:  # not given: finish the run as planned
             args.max_iters = saved["max_iters"]
         elif args.max_iters != saved["max_iters"]:
@@ -290,10 +300,12 @@ class Run:
                  f"{self.vocab_size}, train {len(c.train):,} / val {len(c.val):,} tokens, "
                  f"device {self.device}" + (f", {self.world} processes" if self.world > 1 else ""))
         if len(parts) > 2:  # more than one part, and the total
+            width = max(20, max(map(len, parts)) + 2)  # the longest name, and two spaces
             for name, n in parts.items():
-                self.say(f"  {name:<20}{n:>12,}")
+                self.say(f"  {name:<{width}}{n:>12,}")
         if self.device == "cpu":
             self.say(pick_threads(self.args.threads, self._timing_step))
+            self.args.threads = torch.get_num_threads()  # kept in ckpt.pt for --resume
         if not self.resume:
             self.say(f"sample before training:\n{self.sample()}\n")
         if self.main:

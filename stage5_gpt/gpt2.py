@@ -18,6 +18,7 @@ sizes from the names and shapes alone.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import torch
@@ -70,8 +71,14 @@ def mapping(config: GPTConfig) -> list[tuple[str, tuple[int, ...], str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argparse.ArgumentParser(
+        prog="python -m stage5_gpt.gpt2",
+        description="Print how the weights of GPT-2 small map onto stage 5's GPT: each of our "
+                    "tensors, its shape at GPT-2 small's size, and the name it has in GPT-2's "
+                    "checkpoint.").parse_args(argv)
     with torch.device("meta"):  # shapes only: no memory, no weights
         rows = mapping(GPTConfig(**SMALL, bias=True, tie_weights=True))
+    print(f"{'stage 5 (ours)':<34} {'shape':<14} GPT-2's name")
     for name, shape, their in rows:
         print(f"{name:<34} {str(shape):<14} {their}")
     print("transformer.h.0.attn.c_attn.bias   GPT-2 only: ours has no q, k, v bias")

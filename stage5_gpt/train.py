@@ -123,6 +123,7 @@ def train(args: argparse.Namespace) -> dict:
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     precision, dtype = autocast(args.dtype, run.device)  # bfloat16 where it is fast (fast.py)
     run.say(f"precision: {dtype} forward pass (--dtype {args.dtype})")
+    args.dtype = dtype  # what auto chose: ckpt.pt keeps it, and --resume takes it
     # --8<-- [start:train_loop]
     for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
         if run.evaluation_due(step):  # every --eval-interval steps

@@ -124,6 +124,42 @@ def test_interrupted_then_resumed_with_default_flags_equals_one_run(S, tmp_path,
         assert metrics_a[key] == metrics_b[key], key
 
 
+def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corpus, monkeypatch):
+    """--threads (and stage 5's --dtype auto) are chosen by timing when not given: ckpt.pt
+    keeps the choice and a bare --resume takes it instead of timing again, since another
+    thread count sums in another order."""
+    no_figures(monkeypatch, S)
+    out, before, seen = tmp_path / "run", torch.get_num_threads(), {}
+
+    def pick(threads, one_step):  # the timing "chooses" 2 threads
+        seen["threads"] = threads
+        torch.set_num_threads(threads or 2)
+        return f"threads: {threads or 2}"
+
+    def autocast(dtype, device):  # the timing "chooses" bfloat16 (computing float32 here)
+        seen["dtype"] = dtype
+        return contextlib.nullcontext(), "bfloat16" if dtype == "auto" else dtype
+
+    try:
+        with monkeypatch.context() as mp:
+            mp.setattr(S.harness, "pick_threads", pick)
+            if hasattr(S.train, "autocast"):
+                mp.setattr(S.train, "autocast", autocast)
+            mp.setattr(S.harness, "StopFlag", StopAfter(10))
+            run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 20))
+            saved = S.checkpoint.load_checkpoint(out / "ckpt.pt")["args"]
+            assert saved["threads"] == 2
+            torch.set_num_threads(1)  # what a new timing might choose
+            _, printed = run(S, ["--out-dir", str(out), "--resume", "--device", "cpu"])
+    finally:
+        torch.set_num_threads(before)
+    assert seen["threads"] == 2, "the resumed run timed the threads again"
+    chosen = "--threads 2" + (", --dtype bfloat16" if hasattr(S.train, "autocast") else "")
+    assert f"continuing with the run's {chosen} " in printed, printed
+    if hasattr(S.train, "autocast"):
+        assert seen["dtype"] == "bfloat16", "the resumed run timed the precision again"
+
+
 def test_resume_refuses_a_flag_that_would_change_the_run(S, tmp_path, tiny_corpus, monkeypatch,
                                                           capsys):
     no_figures(monkeypatch, S)
