@@ -14,6 +14,15 @@ import torch
 from .errors import UserError
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each flag's default, unless its help says it already or it is None."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or "(default:" in (action.help or ""):
+            return action.help  # e.g. --threads: "(default: the fastest count, ...)"
+        return super()._get_help_string(action)
+
+
 def positive_int(s: str) -> int:
     v = int(s)
     if v < 1:

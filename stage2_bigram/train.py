@@ -13,7 +13,14 @@ from pathlib import Path
 
 import torch
 
-from .cli import learning_rate, non_negative_int, open_fraction, positive_int, run_cli
+from .cli import (
+    HelpFormatter,
+    learning_rate,
+    non_negative_int,
+    open_fraction,
+    positive_int,
+    run_cli,
+)
 from .data import DATA_HELP
 from .harness import Run
 from .model import LanguageModel, ModelConfig
@@ -23,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.train",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     # --resume restores every flag of the data, model and training groups.
     g = p.add_argument_group("data")

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import default_checkpoint, load_model
-from .cli import pick_device, run_cli
+from .cli import HelpFormatter, pick_device, run_cli
 from .errors import UserError
 from .plots import LABELS, plot_attention, plot_losses, quoted
 from .prompts import encode_prompt, prompt_from_checkpoint
@@ -127,7 +127,7 @@ def build_parser(prog: str = "visualize", about: str = __doc__) -> argparse.Argu
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.{prog}",
         description=about.splitlines()[0].split(": ")[0] + ".",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt",
                    help="checkpoint to load (best.pt: lowest val loss, or ckpt.pt beside it "

@@ -13,7 +13,7 @@ from typing import TextIO
 import torch
 
 from .checkpoint import default_checkpoint, load_model
-from .cli import non_negative_int, pick_device, positive_int, run_cli, temperature
+from .cli import HelpFormatter, non_negative_int, pick_device, positive_int, run_cli, temperature
 from .errors import UserError
 
 
@@ -21,13 +21,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.sample",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt", help="checkpoint to load (best.pt: lowest val loss, or ckpt.pt beside it when there is none)")
     p.add_argument("--prompt", default="\n", help="text to continue (every character must be in the vocabulary)")
     p.add_argument("--tokens", type=non_negative_int, default=300, help="characters to generate")
     p.add_argument("--temperature", type=temperature, default=1.0, help="0 = greedy; <1 sharper, >1 more random")
-    p.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k most likely")
+    p.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k most likely (default: all of them)")
     p.add_argument("--seed", type=int, default=1337, help="random seed")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to run")
     return p

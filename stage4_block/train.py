@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from .cli import (
+    HelpFormatter,
     learning_rate,
     non_negative_int,
     open_fraction,
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.train",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     # --resume restores every flag of the data, model and training groups.
     g = p.add_argument_group("data")

@@ -21,7 +21,7 @@ import torch
 from torch.nn import functional as F
 
 from .checkpoint import default_checkpoint, load_model
-from .cli import pick_device, positive_int, run_cli
+from .cli import HelpFormatter, pick_device, positive_int, run_cli
 from .errors import UserError
 from .model import GPT
 from .plots import token_label
@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.inspect",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt",
                    help="checkpoint to load (best.pt: lowest val loss, or ckpt.pt beside it "

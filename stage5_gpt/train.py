@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from .cli import (
+    HelpFormatter,
     learning_rate,
     non_negative_float,
     non_negative_int,
@@ -37,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=f"python -m {__package__}.train",
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     # --resume restores every flag of the data, model and training groups.
     g = p.add_argument_group("data")
@@ -122,7 +123,8 @@ def train(args: argparse.Namespace) -> dict:
     optimizer = make_optimizer(model, args)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
     precision, dtype = autocast(args.dtype, run.device)  # bfloat16 where it is fast (fast.py)
-    run.say(f"precision: {dtype} forward pass (--dtype {args.dtype})")
+    chose = f"; --dtype {dtype} repeats this run" if args.dtype == "auto" else ""
+    run.say(f"precision: {dtype} forward pass (--dtype {args.dtype}{chose})")
     args.dtype = dtype  # what auto chose: ckpt.pt keeps it, and --resume takes it
     # --8<-- [start:train_loop]
     for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early

@@ -146,7 +146,7 @@ def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corp
             if hasattr(S.train, "autocast"):
                 mp.setattr(S.train, "autocast", autocast)
             mp.setattr(S.harness, "StopFlag", StopAfter(10))
-            run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 20))
+            _, first = run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 20))
             saved = S.checkpoint.load_checkpoint(out / "ckpt.pt")["args"]
             assert saved["threads"] == 2
             torch.set_num_threads(1)  # what a new timing might choose
@@ -158,6 +158,9 @@ def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corp
     assert f"continuing with the run's {chosen} " in printed, printed
     if hasattr(S.train, "autocast"):
         assert seen["dtype"] == "bfloat16", "the resumed run timed the precision again"
+        # The printed choice says how to repeat it, as the thread count's line does.
+        assert ("precision: bfloat16 forward pass (--dtype auto; --dtype bfloat16 repeats this "
+                "run)") in first, first
 
 
 def test_resume_refuses_a_flag_that_would_change_the_run(S, tmp_path, tiny_corpus, monkeypatch,

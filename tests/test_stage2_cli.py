@@ -60,8 +60,11 @@ def test_train_help_documents_every_default(capsys):
     assert code == 0
     flat = " ".join(out.split())
     for action in train.build_parser()._actions:
-        if action.dest != "help":
+        if action.dest != "help" and action.default is not None:
             assert f"(default: {action.default})" in flat, action.dest
+    # No default (None): the help says in words what happens, and "None" is never shown.
+    assert "(default: the fastest count, timed once at the start)" in flat
+    assert "None" not in flat and flat.count("(default:") == len(train.build_parser()._actions) - 1
     assert "(default: 3000)" in flat and "(default: 0.01)" in flat
 
 
@@ -70,6 +73,7 @@ def test_sample_help_documents_defaults(capsys):
     assert code == 0
     flat = " ".join(out.split())
     assert "(default: 1.0)" in flat and "(default: 300)" in flat and "0 = greedy" in flat
+    assert "most likely (default: all of them)" in flat and "None" not in flat
 
 
 @pytest.mark.parametrize(

@@ -83,8 +83,8 @@ def test_train_writes_checkpoint_figures_and_metrics(background):
     parts = param_breakdown(model)
     assert parts == {"token_embedding_table": V * C, "position_embedding_table": T * C,
                      "sa_head": 3 * C * C, "lm_head": C * V + V, "total": metrics["params"]}
-    for name, n in parts.items():
-        assert f"  {name:<20}{n:>12,}" in run.stdout.splitlines(), name
+    for name, n in parts.items():  # one column of names: the longest, and two spaces
+        assert f"  {name:<26}{n:>12,}" in run.stdout.splitlines(), name
     assert ckpt["stage"] == "stage3_attention" and ckpt["step"] == 30
     assert ckpt["config"] == {"vocab_size": V, "block_size": 8, "n_embd": 16, "pos": "learned"}
     # 30 steps on very repetitive text: below the uniform guess, and logged at 0/10/20/30.

@@ -70,8 +70,8 @@ def test_train_cli_prints_breakdown_and_writes_every_file(cli):
     model, _, _ = load_model(out / "ckpt.pt")
     assert param_breakdown(model) == parts
     assert "threads: 1" in run.stdout  # one thread in the environment: nothing to time
-    assert re.search(r"^precision: (bfloat16|float32) forward pass \(--dtype auto\)$",
-                     run.stdout, re.M), run.stdout
+    assert re.search(r"^precision: (bfloat16|float32) forward pass "
+                     r"\(--dtype auto; --dtype \1 repeats this run\)$", run.stdout, re.M), run.stdout
 
     for name in ("ckpt.pt", "best.pt"):
         ckpt = torch.load(out / name, weights_only=True)
@@ -174,7 +174,7 @@ TRAIN_DEFAULTS = T.build_parser().parse_args([])
          f"peak learning rate (default: {TRAIN_DEFAULTS.lr})",
          "--resume", "--tie-weights", "(default: gelu)", "--min-lr", "--dtype", "--preset"]),
     (S, ["characters to generate (default: 300)", "(default: 1.0)", "--top-k",
-         "(default: None)"]),
+         "most likely (default: all of them)"]),
 ])
 def test_help_shows_defaults(capsys, module, expected):
     with pytest.raises(SystemExit) as e:
