@@ -85,18 +85,14 @@ def windows(lang: str, tokenizer, T: int):
             torch.stack([val[s + 1:s + T + 1] for s in starts]))
 
 
-def rounding(ckpt_path: Path, json_path: Path, lang: str) -> dict:
+def rounding(exact, json_path: Path, x, y) -> dict:
     """What storing the weights as float16 changes, on the windows: the mean loss before
     and after, the largest change of a logit, the share of positions whose most likely
     next character stays the same."""
     import torch
     import torch.nn.functional as F
 
-    from stage5_gpt.checkpoint import load_model
-
-    exact, tokenizer, _ = load_model(ckpt_path)
     rounded, _, _ = load_export(json_path)
-    x, y = windows(lang, tokenizer, exact.config.block_size)
     with torch.no_grad():
         a, b = exact(x)[0], rounded(x)[0]
     loss = {name: F.cross_entropy(z.flatten(0, 1), y.flatten()).item()
@@ -106,21 +102,19 @@ def rounding(ckpt_path: Path, json_path: Path, lang: str) -> dict:
             "positions": x.numel()}
 
 
-def looks_back(ckpt_path: Path, lang: str) -> dict:
+def looks_back(model, x) -> dict:
     """The page's "things to try": the largest mean weight a head of layer 0 puts on the
     character 1 (and 2) before the query, on the windows."""
     import torch
 
-    from stage5_gpt.checkpoint import load_model
-
-    model, tokenizer, _ = load_model(ckpt_path)
-    x, _ = windows(lang, tokenizer, model.config.block_size)
     with torch.no_grad():
         first = model.attention_maps(x)[:, 0]  # layer 0: (B, nh, T, T)
     return {f"l0_back{d}": first.diagonal(-d, -2, -1).mean((0, 2)).max().item() for d in (1, 2)}
 
 
 def write(page: Page) -> None:
+    from stage5_gpt.checkpoint import load_model
+
     total = float32 = 0
     for lang, run in RUNS.items():
         ckpt = page.folder(run) / "best.pt"
@@ -130,7 +124,9 @@ def write(page: Page) -> None:
         float32 += 4 * params + (page.dir / f"{lang}.json").stat().st_size
         page.fact(f"{lang}.vocab_size", header["config"]["vocab_size"])
         page.fact(f"{lang}.stored_numbers", params)
-        measured = rounding(ckpt, page.dir / f"{lang}.json", lang) | looks_back(ckpt, lang)
+        exact, tokenizer, _ = load_model(ckpt)  # the float32 model, read once for both
+        x, y = windows(lang, tokenizer, exact.config.block_size)
+        measured = rounding(exact, page.dir / f"{lang}.json", x, y) | looks_back(exact, x)
         for name, value in measured.items():
             page.fact(f"{lang}.{name}", value)
     page.fact("bytes", total)  # both models' files, as the site serves them
