@@ -8,14 +8,17 @@ tests check that each fast path computes what the plain one does.
   draws one random number per element, which took a quarter of a small model's
   training step here; ``python tools/bench.py`` measures what this saves.
 - ``attention``: model.py's attention by the fastest route (fused or batched kernels);
-- ``autocast``: bfloat16 matrix products where they are fast (``--dtype auto``).
+- ``autocast``: bfloat16 matrix products where they are fast (``--dtype auto``);
+  ``forward_precision`` says which it chose and keeps the choice for ``--resume``.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -113,4 +116,15 @@ def autocast(dtype: str, device: str) -> tuple[contextlib.AbstractContextManager
     if dtype == "bfloat16" or (dtype == "auto" and bfloat16_is_fast(device)):
         return torch.autocast(kind, dtype=torch.bfloat16), "bfloat16"
     return contextlib.nullcontext(), "float32"
+
+
+def forward_precision(args: argparse.Namespace, device: str,
+                      say: Callable[[str], None]) -> contextlib.AbstractContextManager:
+    """``autocast`` for --dtype, and the line that says what it chose and how to repeat it.
+    What auto chose goes into ``args``: ckpt.pt keeps it, and --resume takes it."""
+    context, dtype = autocast(args.dtype, device)
+    chose = f"; --dtype {dtype} repeats this run" if args.dtype == "auto" else ""
+    say(f"precision: {dtype} forward pass (--dtype {args.dtype}{chose})")
+    args.dtype = dtype
+    return context
 # --8<-- [end:precision]

@@ -26,7 +26,7 @@ from .cli import (
 )
 from .data import DATA_HELP
 from .errors import UserError
-from .fast import autocast, use_fast_dropout
+from .fast import forward_precision, use_fast_dropout
 from .harness import Run
 from .model import ACTIVATIONS, GPT, GPTConfig
 from .presets import PRESETS, presets_help
@@ -122,10 +122,7 @@ def train(args: argparse.Namespace) -> dict:
     use_fast_dropout(model)  # the same dropout with a cheaper random mask (fast.py)
     optimizer = make_optimizer(model, args)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
-    precision, dtype = autocast(args.dtype, run.device)  # bfloat16 where it is fast (fast.py)
-    chose = f"; --dtype {dtype} repeats this run" if args.dtype == "auto" else ""
-    run.say(f"precision: {dtype} forward pass (--dtype {args.dtype}{chose})")
-    args.dtype = dtype  # what auto chose: ckpt.pt keeps it, and --resume takes it
+    precision = forward_precision(args, run.device, run.say)  # bfloat16 where it is fast (fast.py)
     # --8<-- [start:train_loop]
     for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
         if run.evaluation_due(step):  # every --eval-interval steps

@@ -143,8 +143,8 @@ def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corp
     try:
         with monkeypatch.context() as mp:
             mp.setattr(S.harness, "pick_threads", pick)
-            if hasattr(S.train, "autocast"):
-                mp.setattr(S.train, "autocast", autocast)
+            if hasattr(S.train, "forward_precision"):
+                mp.setattr(importlib.import_module(f"{S.stage}.fast"), "autocast", autocast)
             mp.setattr(S.harness, "StopFlag", StopAfter(10))
             _, first = run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 20))
             saved = S.checkpoint.load_checkpoint(out / "ckpt.pt")["args"]
@@ -154,9 +154,9 @@ def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corp
     finally:
         torch.set_num_threads(before)
     assert seen["threads"] == 2, "the resumed run timed the threads again"
-    chosen = "--threads 2" + (", --dtype bfloat16" if hasattr(S.train, "autocast") else "")
+    chosen = "--threads 2" + (", --dtype bfloat16" if hasattr(S.train, "forward_precision") else "")
     assert f"continuing with the run's {chosen} " in printed, printed
-    if hasattr(S.train, "autocast"):
+    if hasattr(S.train, "forward_precision"):
         assert seen["dtype"] == "bfloat16", "the resumed run timed the precision again"
         # The printed choice says how to repeat it, as the thread count's line does.
         assert ("precision: bfloat16 forward pass (--dtype auto; --dtype bfloat16 repeats this "
