@@ -87,9 +87,9 @@ def train(args: argparse.Namespace) -> dict:
     # --8<-- [start:train_loop]
     for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
         if run.evaluation_due(step):  # every --eval-interval steps
-            run.evaluate()  # train and val loss on fixed batches, log.jsonl, checkpoints
+            run.evaluate()  # losses on fixed batches, log.jsonl, checkpoints
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        _, loss = net(xb, yb)  # forward: the mean cross-entropy over all B*T predictions
+        _, loss = net(xb, yb)  # forward: mean cross-entropy over B*T targets
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # backward: the gradient of the loss for every weight
