@@ -30,17 +30,13 @@ def facts() -> dict:
 
 def namespace(flat: dict) -> SimpleNamespace:
     """{"a.b.c": 1} -> an object with a.b.c == 1, for the checks' expressions."""
-    root: dict = {}
+    first: dict = {}
     for key, value in flat.items():
-        *parts, last = key.split(".")
-        node = root
-        for part in parts:
-            node = node.setdefault(part, {})
-        node[last] = value
-
-    def wrap(d):
-        return SimpleNamespace(**{k: wrap(v) if isinstance(v, dict) else v for k, v in d.items()})
-    return wrap(root)
+        head, dot, rest = key.partition(".")
+        first.setdefault(head, {} if dot else value)
+        if dot:
+            first[head][rest] = value
+    return SimpleNamespace(**{k: namespace(v) if isinstance(v, dict) else v for k, v in first.items()})
 
 
 def render(markdown: str, where: str, known: dict) -> str:

@@ -52,20 +52,17 @@ def _diff(old: str, new: str, rel: str, a: Path | None, b: Path | None) -> tuple
     hunks = ["".join(lines[i:j]) for i, j in zip([0, *starts], [*starts, len(lines)], strict=True) if lines]
     return hunks, sum(s[0] == "+" for s in lines[2:]), sum(s[0] == "-" for s in lines[2:])
 
-def _changes(root: Path) -> dict:
-    """root/CHANGES: {"changed": {stage: {file: [English, Chinese]}}, "gist_zh": {...}}."""
-    path = root / CHANGES
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
 def why_changed(rel: str, old: str, new: str, file: Path | None, root: Path, zh: bool = False) -> str:
-    """Why a file differs: its reason in CHANGES for consecutive stages, else the gist of its docstring."""
+    """Why a file differs: its reason in CHANGES for consecutive stages, else the gist of its docstring.
+    CHANGES: {"changed": {stage: {file: [English, Chinese]}}, "gist_zh": {...}}."""
     a, b = (int(m[1]) if (m := re.match(r"stage(\d+)_", Path(s).name)) else None for s in (old, new))
-    changed = _changes(root).get("changed", {}) if a is not None and b == a + 1 else {}
+    notes = json.loads((root / CHANGES).read_text(encoding="utf-8")) if (root / CHANGES).is_file() else {}
+    changed = notes.get("changed", {}) if a is not None and b == a + 1 else {}
     if (reason := changed.get(Path(new).name, {}).get(rel)) or file is None:
         return reason[zh] if reason else WORDS["removed"][zh]
     doc = ast.get_docstring(ast.parse(file.read_text(encoding="utf-8"))) or ""
     gist = " ".join(doc.split("\n\n")[0].split())  # the first paragraph, on one line
-    gists = _changes(root).get("gist_zh", {}) if zh else {}
+    gists = notes.get("gist_zh", {}) if zh else {}
     return gists.get(f"{Path(new).name}/{rel}", gists.get(rel, gist))
 
 def _cell(text: str) -> str:

@@ -31,38 +31,30 @@ def minutes(seconds: float) -> str:
 
 
 def listing(all_jobs) -> str:
-    recorded, lines, todo = manifest(), [], 0.0
+    recorded, rows = manifest(), []  # (state, seconds, what)
     runs = list(dict.fromkeys(r for j in all_jobs for r in j.runs))
     for run in runs:
         stored = store.load(run)
         state = "stale" if not store.fresh(run) else "fresh" if store.made_here(run) else "fresh*"
-        seconds = stored.seconds if stored else 60.0
-        todo += seconds if state == "stale" else 0
-        lines.append(f"{state:6}{minutes(seconds):>9}  {run.command}")
+        rows.append((state, stored.seconds if stored else 60.0, run.command))
     stale_jobs = {j.name for j in stale(all_jobs)}
     needed = [r.after for r in runs if r.after and not store.fresh(r)]  # checkpoints to read
     needed += [r for j in all_jobs if j.name in stale_jobs for r in j.folders]
-    for run in dict.fromkeys(needed):
-        if store.fresh(run) and not store.cached(run):  # a checkpoint to make again first
-            todo += store.load(run).seconds
-            lines.append(f"remake{minutes(store.load(run).seconds):>9}  {run.command} "
-                         "(its checkpoint)")
-    for run in dict.fromkeys(r for j in all_jobs if any(map(store.made_here, j.timed))
-                             for r in j.timed if store.fresh(r) and not store.made_here(r)):
-        todo += store.load(run).seconds  # its time is shown beside one made on this kind
-        lines.append(f"remake{minutes(store.load(run).seconds):>9}  {run.command} (its time)")
-    for job in all_jobs:
-        seconds = recorded.get(job.name, {}).get("seconds", 5.0)
-        state = "stale" if job.name in stale_jobs else "fresh"
-        todo += seconds if state == "stale" else 0
-        lines.append(f"{state:6}{minutes(seconds):>9}  job {job.name}: {len(job.runs)} runs")
-    n = sum(line.startswith(("stale", "remake")) for line in lines)
-    if any(line.startswith("fresh*") for line in lines):
+    rows += [("remake", store.load(r).seconds, f"{r.command} (its checkpoint)")
+             for r in dict.fromkeys(needed) if store.fresh(r) and not store.cached(r)]
+    timed = (r for j in all_jobs if any(map(store.made_here, j.timed))  # its time is shown
+             for r in j.timed if store.fresh(r) and not store.made_here(r))  # beside this kind's
+    rows += [("remake", store.load(r).seconds, f"{r.command} (its time)") for r in dict.fromkeys(timed)]
+    rows += [("stale" if j.name in stale_jobs else "fresh", recorded.get(j.name, {}).get("seconds", 5.0),
+              f"job {j.name}: {len(j.runs)} runs") for j in all_jobs]
+    lines = [f"{state:6}{minutes(seconds):>9}  {what}" for state, seconds, what in rows]
+    todo = [seconds for state, seconds, _ in rows if state in ("stale", "remake")]
+    if any(state == "fresh*" for state, _, _ in rows):
         lines.append("fresh*: stored on another kind of CPU; where a page needs its checkpoint, "
                      "the run is made again here and its new numbers replace the stored ones "
                      "(--here makes them all again)")
-    return "\n".join(lines + [f"{n} stale; making them takes about {minutes(todo)}"
-                              if n else "everything is fresh"])
+    return "\n".join(lines + [f"{len(todo)} stale; making them takes about {minutes(sum(todo))}"
+                              if todo else "everything is fresh"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -126,10 +126,6 @@ class Run:
                 "files": [[name, hashlib.sha256(data).hexdigest()] for name, data in self.files]}
         return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 
-    def needs(self) -> str | None:
-        """The classic corpus this run reads, if any."""
-        return self.data if self.data in CLASSIC else None
-
 
 @dataclass
 class Stored:
@@ -177,17 +173,11 @@ def fresh(run: Run) -> bool:
     return stored is not None and stored.key == run.key()
 
 
-def available(run: Run) -> bool:
-    """Can this run be made here? A classic corpus must be in the cache first."""
-    need = run.needs()
-    return need is None or (CACHE / "data" / CLASSIC[need]).exists()
-
-
 def require(run: Run) -> None:
     """Stop with a one-line error if ``run`` reads a classic corpus the cache lacks."""
-    if not available(run):
-        sys.exit(f"error: `{run.command}` needs the {run.needs()} corpus: pass "
-                 f"--{run.needs()} {'FOLDER' if run.needs() == 'tang' else 'FILE'} once "
+    if run.data in CLASSIC and not (CACHE / "data" / CLASSIC[run.data]).exists():
+        sys.exit(f"error: `{run.command}` needs the {run.data} corpus: pass "
+                 f"--{run.data} {'FOLDER' if run.data == 'tang' else 'FILE'} once "
                  "(python -m tools.docs keeps it in .cache/docs/data/)")
 
 

@@ -17,10 +17,14 @@ BOX = {"en": ('!!! example "Your turn: write the heart of stage {n} yourself"\n\
               "    ```bash\n    make workbook STAGE={n}\n    make grade STAGE={n}\n    ```\n\n")}
 
 
-def rows(exercises, page_prefix: str = "") -> list[tuple]:
-    return [(ex.id, (ex.title, ex.title_zh), f"`{ex.package}/{ex.file}`: `{ex.qualname}`",
-             (f"[{ex.read}]({page_prefix}#{ex.anchor})", f"[{ex.read_zh}]({page_prefix}#{ex.anchor})"))
-            for ex in exercises]
+def rows(exercises, linked: bool = False) -> list[tuple]:
+    """A row per exercise; ``linked``: its "Read first" link leads to its stage's page."""
+    out = []
+    for ex in exercises:
+        to = f"{ex.package}.md#{ex.anchor}" if linked else f"#{ex.anchor}"
+        out.append((ex.id, (ex.title, ex.title_zh), f"`{ex.package}/{ex.file}`: `{ex.qualname}`",
+                    (f"[{ex.read}]({to})", f"[{ex.read_zh}]({to})")))
+    return out
 
 
 def write(page: Page) -> None:
@@ -30,10 +34,7 @@ def write(page: Page) -> None:
         boxes = table(HEAD, rows(W.exercises(n)))
         page.both(f"your_turn_stage{n}", {lang: BOX[lang].format(n=n, zh="一二三四五"[n - 1]) + "\n".join(
             "    " + line for line in boxes[lang].splitlines()) for lang in boxes})
-    page.both("exercises", table(HEAD, [r[:3] + ((r[3][0].replace("(#", f"({ex.package}.md#"),
-                                                  r[3][1].replace("(#", f"({ex.package}.md#")),)
-                                        for r, ex in zip(rows(W.EXERCISES), W.EXERCISES,
-                                                         strict=True)]))
+    page.both("exercises", table(HEAD, rows(W.EXERCISES, linked=True)))
 
 
 JOBS = [Job("workbook", write, files=("tools/workbook.py",))]
