@@ -42,8 +42,9 @@ def listing(all_jobs) -> str:
     needed += [r for j in all_jobs if j.name in stale_jobs for r in j.folders]
     rows += [("remake", store.load(r).seconds, f"{r.command} (its checkpoint)")
              for r in dict.fromkeys(needed) if store.fresh(r) and not store.cached(r)]
-    timed = (r for j in all_jobs if any(map(store.made_here, j.timed))  # its time is shown
-             for r in j.timed if store.fresh(r) and not store.made_here(r))  # beside this kind's
+    # runs made on another kind of CPU whose time a page shows beside a run made on this one
+    timed = (r for j in all_jobs if any(map(store.made_here, j.timed))
+             for r in j.timed if store.fresh(r) and not store.made_here(r))
     rows += [("remake", store.load(r).seconds, f"{r.command} (its time)") for r in dict.fromkeys(timed)]
     rows += [("stale" if j.name in stale_jobs else "fresh", recorded.get(j.name, {}).get("seconds", 5.0),
               f"job {j.name}: {len(j.runs)} runs") for j in all_jobs]
