@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
+	$(BIN)/python -m pip install --quiet -e ".[test,docs,gpt2]"
 	touch $(STAMP)
 
 # Ends with the next command to try: the two-minute preset of a classic corpus, the Tang

@@ -11,11 +11,16 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tqdm import tqdm
+
 from .errors import UserError
+
+BAR_FROM = 1 << 20  # files of a megabyte or more show a progress bar
 
 
 def cache_dir() -> Path:
@@ -23,47 +28,70 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GPT_STAGES_CACHE", Path.home() / ".cache" / "gpt-stages"))
 
 
-def download(url: str, dest: Path, sha256: str) -> Path:
+def download(url: str, dest: Path, sha256: str, local: str = "--data PATH") -> Path:
     """Fetch ``url`` to ``dest`` once, verify its checksum, write atomically.
 
     A cached file with the right checksum is reused without touching the network.
     A half-finished download never appears under ``dest``: we write to a temporary
-    file in the same folder and rename it only after the checksum matched.
+    file in the same folder and rename it only after the checksum matched. ``local``
+    names the flag that takes a copy made by hand, for the error messages.
     """
-    if dest.is_file() and _sha256(dest.read_bytes()) == sha256:
+    if dest.is_file() and file_sha256(dest) == sha256:
         return dest
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            payload = response.read()
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-        raise UserError(
-            f"could not download {url} ({e}). Are you offline? Download the file by hand "
-            "and pass its path with --data PATH, or use a built-in corpus: --data en / --data zh."
-        ) from None
-    got = _sha256(payload)
-    if got != sha256:
-        raise UserError(
-            f"the download from {url} has sha256 {got}, expected {sha256}; "
-            "the file was not saved. Try again later, or pass a local copy with --data PATH."
-        )
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(
-            f"cannot create the cache folder {dest.parent} ({e}). Set GPT_STAGES_CACHE to a "
-            "writable folder, or pass a local copy with --data PATH."
+            f"cannot create the cache folder {dest.parent} ({e.strerror or e}). Set "
+            f"GPT_STAGES_CACHE to a writable folder, or pass a local copy with {local}."
         ) from None
     # A name of our own (not tempfile.mkstemp, which makes the file private to us):
     # the cached file gets the usual permissions.
     tmp = dest.with_name(f"{dest.name}.{os.getpid()}.part")
     try:
-        tmp.write_bytes(payload)
+        got = _fetch(url, tmp, dest.name, local)
+        if got != sha256:
+            raise UserError(
+                f"the download from {url} has sha256 {got}, expected {sha256}; "
+                f"the file was not saved. Try again later, or pass a local copy with {local}."
+            )
         os.replace(tmp, dest)
-    except BaseException:
+    except OSError as e:  # a full disk, or a folder we may not write to
+        raise UserError(f"cannot write {tmp} ({e.strerror or e}): free some space, or set "
+                        "GPT_STAGES_CACHE to another folder.") from None
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
     return dest
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def _fetch(url: str, tmp: Path, name: str, local: str) -> str:
+    """Stream ``url`` into ``tmp`` (a progress bar for large files); its sha256."""
+    h = hashlib.sha256()
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response, tmp.open("wb") as f:
+            size = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=size, unit="B", unit_scale=True, desc=f"downloading {name}",
+                      disable=(size or 0) < BAR_FROM) as bar:
+                while chunk := response.read(1 << 20):
+                    f.write(chunk)
+                    h.update(chunk)
+                    bar.update(len(chunk))
+    except (urllib.error.URLError, http.client.HTTPException, TimeoutError, ConnectionError) as e:
+        reason = getattr(e, "reason", e)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            why = (f"the server's HTTPS certificate could not be verified ({reason.verify_message}); "
+                   "a proxy or an old certificate store can cause this")
+        else:
+            why = f"{reason} (are you offline?)"
+        raise UserError(f"could not download {url}: {why}. Download the file by hand and pass "
+                        f"it with {local}, or use a built-in corpus: --data en / --data zh.") from None
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read a megabyte at a time."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()

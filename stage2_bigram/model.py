@@ -28,7 +28,6 @@ class ModelConfig:
     vocab_size: int
 
 
-# --8<-- [start:model]
 class LanguageModel(nn.Module):
     """Bigram: logits for the next token are a row of a (vocab_size, vocab_size) table."""
 
@@ -49,9 +48,7 @@ class LanguageModel(nn.Module):
         # cross_entropy wants (N, V) scores and (N,) class ids: flatten batch and time.
         loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))
         return logits, loss
-# --8<-- [end:model]
 
-    # --8<-- [start:generate]
     @torch.no_grad()
     def stream(
         self,
@@ -75,10 +72,8 @@ class LanguageModel(nn.Module):
         """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens, one at a time."""
         new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator))
         return torch.cat([idx, *new], dim=1)
-    # --8<-- [end:generate]
 
 
-# --8<-- [start:sample_next]
 def sample_next(
     logits: torch.Tensor,
     temperature: float = 1.0,
@@ -106,4 +101,3 @@ def sample_next(
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = F.softmax(logits, dim=-1)  # (B, V)
     return torch.multinomial(probs, num_samples=1, generator=generator)
-# --8<-- [end:sample_next]

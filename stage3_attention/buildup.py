@@ -26,7 +26,6 @@ SEED = 1337
 T_EXAMPLE, C_EXAMPLE = 4, 2  # the printed example: 4 positions, vectors of 2 numbers
 
 
-# --8<-- [start:loop]
 def average_loop(x: torch.Tensor) -> torch.Tensor:
     """xbow[b, t] = mean of x[b, 0], ..., x[b, t]: a "bag of words" of the past."""
     B, T, C = x.shape
@@ -36,20 +35,16 @@ def average_loop(x: torch.Tensor) -> torch.Tensor:
             xprev = x[b, : t + 1]  # (t + 1, C): this position and the ones before it
             xbow[b, t] = xprev.mean(dim=0)  # (C,)
     return xbow
-# --8<-- [end:loop]
 
 
-# --8<-- [start:matmul]
 def average_matmul(x: torch.Tensor) -> torch.Tensor:
     """The same averages as one matrix product: row t of wei is 1/(t+1) on 0..t, 0 after."""
     T = x.shape[1]
     wei = x.new_ones(T, T).tril()  # (T, T) lower-triangular ones
     wei = wei / wei.sum(dim=1, keepdim=True)  # each row sums to 1
     return wei @ x  # (T, T) @ (B, T, C) -> (B, T, C): broadcast over B
-# --8<-- [end:matmul]
 
 
-# --8<-- [start:softmax]
 def average_softmax(x: torch.Tensor) -> torch.Tensor:
     """The same weights again, from a softmax: equal scores where allowed, -inf elsewhere."""
     T = x.shape[1]
@@ -58,10 +53,8 @@ def average_softmax(x: torch.Tensor) -> torch.Tensor:
     wei = wei.masked_fill(tril == 0, float("-inf"))  # the future: e^-inf = 0
     wei = wei.softmax(dim=-1)  # row t: 1/(t+1) on 0..t
     return wei @ x  # (B, T, C)
-# --8<-- [end:softmax]
 
 
-# --8<-- [start:attention]
 def self_attention(x: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor,
                    W_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The scores come from the data: q_i . k_j instead of zeros. Returns (out, wei)."""
@@ -74,7 +67,6 @@ def self_attention(x: torch.Tensor, W_q: torch.Tensor, W_k: torch.Tensor,
     wei = wei.masked_fill(tril == 0, float("-inf"))  # still no peeking ahead
     wei = wei.softmax(dim=-1)  # (B, T, T), each row sums to 1
     return wei @ v, wei  # (B, T, hs), (B, T, T)
-# --8<-- [end:attention]
 
 
 def weights_of(form, T: int) -> torch.Tensor:

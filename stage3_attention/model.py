@@ -27,7 +27,6 @@ from .errors import UserError
 POSITIONS = ("learned", "sinusoidal", "none")
 
 
-# --8<-- [start:config]
 @dataclass
 class ModelConfig:
     vocab_size: int
@@ -41,10 +40,8 @@ class ModelConfig:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.pos not in POSITIONS:
             raise UserError(f"pos must be one of {', '.join(POSITIONS)}, got {self.pos!r}")
-# --8<-- [end:config]
 
 
-# --8<-- [start:sinusoidal]
 def sinusoidal_positions(block_size: int, n_embd: int) -> torch.Tensor:
     """(block_size, n_embd) table: PE[p, 2i] = sin(p / 10000^(2i/C)), PE[p, 2i+1] = cos(...)."""
     pos = torch.arange(block_size, dtype=torch.float32)[:, None]  # (T, 1)
@@ -54,10 +51,8 @@ def sinusoidal_positions(block_size: int, n_embd: int) -> torch.Tensor:
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : n_embd // 2])
     return pe
-# --8<-- [end:sinusoidal]
 
 
-# --8<-- [start:head]
 class Head(nn.Module):
     """One head of self-attention: softmax(q k^T / sqrt(head_size) + mask) v."""
 
@@ -83,14 +78,11 @@ class Head(nn.Module):
         wei = F.softmax(wei, dim=-1)  # each row sums to 1
         self.last_attention = wei.detach()
         return wei @ v  # (B, T, hs)
-# --8<-- [end:head]
 
 
-# --8<-- [start:model]
 class LanguageModel(nn.Module):
     """Token + position embeddings -> one causal attention head -> logits."""
 
-    # --8<-- [start:init]
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -112,9 +104,7 @@ class LanguageModel(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
-    # --8<-- [end:init]
 
-    # --8<-- [start:positions]
     def positions(self, T: int, device: torch.device) -> torch.Tensor:
         """(T, C) position vectors, or zeros when the model is told nothing about order."""
         if self.config.pos == "learned":
@@ -122,9 +112,7 @@ class LanguageModel(nn.Module):
         if self.config.pos == "sinusoidal":
             return self.position_table[:T]
         return torch.zeros(T, self.config.n_embd, device=device)
-    # --8<-- [end:positions]
 
-    # --8<-- [start:forward]
     def forward(
         self, idx: torch.Tensor, targets: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -144,8 +132,6 @@ class LanguageModel(nn.Module):
         # cross_entropy wants (N, V) scores and (N,) class ids: flatten batch and time.
         loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))
         return logits, loss
-    # --8<-- [end:forward]
-# --8<-- [end:model]
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:
@@ -153,7 +139,6 @@ class LanguageModel(nn.Module):
         self(idx)
         return self.sa_head.last_attention[:, None, None]
 
-    # --8<-- [start:generate]
     @torch.no_grad()
     def stream(
         self,
@@ -178,10 +163,8 @@ class LanguageModel(nn.Module):
         """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens, one at a time."""
         new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator))
         return torch.cat([idx, *new], dim=1)
-    # --8<-- [end:generate]
 
 
-# --8<-- [start:sample_next]
 def sample_next(
     logits: torch.Tensor,
     temperature: float = 1.0,
@@ -209,4 +192,3 @@ def sample_next(
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = F.softmax(logits, dim=-1)  # (B, V)
     return torch.multinomial(probs, num_samples=1, generator=generator)
-# --8<-- [end:sample_next]

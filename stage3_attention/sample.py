@@ -33,7 +33,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# --8<-- [start:generate_text]
 def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> str:
     """Sample and stream each character to ``out`` (stdout) as soon as it exists."""
     out = out or sys.stdout
@@ -52,7 +51,6 @@ def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> str:
         out.flush()
     out.write("\n")
     return "".join(pieces)
-# --8<-- [end:generate_text]
 
 
 def main(argv: list[str] | None = None) -> None:

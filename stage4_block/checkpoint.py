@@ -8,6 +8,7 @@ to stage 3 gets a clear message instead of a wall of missing-key errors.
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -23,7 +24,6 @@ FORMAT = "gpt-stages-checkpoint"
 STAGE = __package__  # e.g. "stage2_bigram"
 
 
-# --8<-- [start:save]
 def save_checkpoint(path: str | Path, model: torch.nn.Module, tokenizer: CharTokenizer,
                     step: int, **extra: object) -> Path:
     """Write atomically: a crash mid-write leaves the previous checkpoint intact."""
@@ -49,7 +49,6 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, tokenizer: CharTok
         tmp.unlink(missing_ok=True)
         raise
     return path
-# --8<-- [end:save]
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict:
@@ -74,6 +73,60 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             f"stage with python -m {STAGE}.train."
         )
     return ckpt
+
+
+def rng_state(batches: torch.Generator) -> dict:
+    """Every random generator a run draws from: the batches', and PyTorch's own (weights,
+    dropout) on the CPU and on a GPU, so that --resume draws what the run would have."""
+    state = {"torch": torch.get_rng_state(), "batches": batches.get_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.backends.mps.is_available():
+        state["mps"] = torch.mps.get_rng_state()
+    return state
+
+
+def restore_rng(state: dict, batches: torch.Generator) -> None:
+    torch.set_rng_state(state["torch"])
+    batches.set_state(state["batches"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "mps" in state and torch.backends.mps.is_available():
+        torch.mps.set_rng_state(state["mps"])
+
+
+RESUMABLE = ("args", "vocab", "optimizer", "rng", "history", "best_val")  # what --resume reads
+
+
+def load_resumable(path: Path, args: argparse.Namespace, parser: argparse.ArgumentParser,
+                   resumed: tuple[str, ...]) -> tuple[dict, argparse.Namespace]:
+    """What --resume continues: the checkpoint (with the optimizer, the random generators
+    and the loss history besides the weights) and the run's settings (resumed_settings)."""
+    ckpt = load_checkpoint(path)
+    missing = [k for k in RESUMABLE if k not in ckpt]
+    if missing:
+        raise UserError(f"{path} cannot be resumed: it has no {', '.join(missing)}. Train a new "
+                        "run in another --out-dir.")
+    return ckpt, resumed_settings(args, vars(parser.parse_args([])), resumed, ckpt["args"])
+
+
+def resumed_settings(args: argparse.Namespace, defaults: dict, resumed: tuple[str, ...],
+                     saved: dict) -> argparse.Namespace:
+    """The settings a --resume continues with: the checkpoint's for each flag in ``resumed``
+    (one given now must agree); --max-iters may change. A new namespace: ``args`` stays."""
+    merged = dict(vars(args))
+    for k in resumed:
+        if merged[k] != defaults[k] and merged[k] != saved.get(k, merged[k]):
+            raise UserError(f"--{k.replace('_', '-')} {merged[k]} conflicts with the checkpoint's "
+                            f"{saved[k]}: --resume continues the run with the settings it "
+                            "started with. Drop the flag, or train a new run in another --out-dir.")
+        merged[k] = saved.get(k, merged[k])
+    if args.max_iters == defaults["max_iters"]:  # not given: finish the run as planned
+        merged["max_iters"] = saved["max_iters"]
+    elif args.max_iters != saved["max_iters"]:
+        print(f"note: the run was planned for --max-iters {saved['max_iters']}; it now runs to "
+              f"{args.max_iters}, and a schedule over the run's length follows the new one.")
+    return argparse.Namespace(**merged)
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu"

@@ -2,11 +2,14 @@
 
 The pipeline every later stage reuses::
 
-    text = load_text("en")                 # built-in corpus, a file, or "shakespeare"
-    tok = CharTokenizer.from_text(text)    # characters -> ids
-    data = tok.encode_tensor(text)         # (N,), torch.uint8 for up to 256 characters
-    train, val = split(data, 0.1)          # first 90% / last 10%
-    x, y = get_batch(train, 4, 8)          # (B, T) each; y is x shifted by one
+    text = load_text("en")                     # built-in corpus, a file, or "shakespeare"
+    tok = CharTokenizer.from_text(text)        # characters -> ids
+    data = torch.tensor(tok.encode(text))      # (N,) ids
+    train, val = split(data, 0.1)              # first 90% / last 10%
+    x, y = get_batch(train, 4, 8)              # (B, T) each; y is x shifted by one
+
+``Corpus.load`` does all of it, with ``encode_compact`` (compact.py) for the third line:
+the same ids in a fraction of the memory, which a large corpus needs.
 
 >>> data = torch.arange(10)
 >>> train, val = split(data, val_fraction=0.2)
@@ -26,6 +29,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import tang
+from .compact import encode_compact
 from .download import cache_dir, download
 from .errors import UserError
 from .tokenizer import CharTokenizer
@@ -57,7 +61,6 @@ def resolve(source: str) -> Path:
     return Path(source)
 
 
-# --8<-- [start:load_text]
 def load_text(source: str = "en") -> str:
     """Read a corpus as text. Bad files raise ``UserError`` saying what to do."""
     path = resolve(source)
@@ -79,10 +82,8 @@ def load_text(source: str = "en") -> str:
     if not text or text.isspace():  # (not text.strip(): that would copy the text)
         raise UserError(f"{path} is empty: there is nothing to learn from.")
     return text
-# --8<-- [end:load_text]
 
 
-# --8<-- [start:split]
 def split(data: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
     """First (1 - val_fraction) of the tokens for training, the rest for validation.
 
@@ -92,10 +93,8 @@ def split(data: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, 
         raise UserError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
     n = int(len(data) * (1.0 - val_fraction))
     return data[:n], data[n:]
-# --8<-- [end:split]
 
 
-# --8<-- [start:check_length]
 def check_length(data: torch.Tensor, block_size: int, name: str = "data") -> None:
     """A (block_size + 1)-token window must fit: block_size inputs plus one target."""
     if block_size < 1:
@@ -106,10 +105,8 @@ def check_length(data: torch.Tensor, block_size: int, name: str = "data") -> Non
             f"least {block_size + 1}. Use a longer text, a smaller --block-size, or a "
             "different --val-fraction."
         )
-# --8<-- [end:check_length]
 
 
-# --8<-- [start:get_batch]
 def get_batch(
     data: torch.Tensor,
     batch_size: int,
@@ -130,10 +127,8 @@ def get_batch(
     x = torch.stack([data[i : i + block_size] for i in ix])  # (B, T)
     y = torch.stack([data[i + 1 : i + block_size + 1] for i in ix])  # (B, T)
     return x.to(device, torch.long), y.to(device, torch.long)
-# --8<-- [end:get_batch]
 
 
-# --8<-- [start:dataset]
 class CharDataset(Dataset):
     """The same (x, y) windows as ``get_batch``, for a ``torch.utils.data.DataLoader``.
 
@@ -153,60 +148,14 @@ class CharDataset(Dataset):
             raise IndexError(f"window {i} out of range 0..{len(self) - 1}")
         chunk = self.data[i : i + self.block_size + 1].long()
         return chunk[:-1], chunk[1:]
-# --8<-- [end:dataset]
 
 
-# --8<-- [start:pad]
-def pad_sequences(
-    seqs: list[list[int]], pad_id: int = 0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad sequences of unequal length into one (B, T) tensor.
-
-    Returns ``(padded, mask)``: ``mask[b, t]`` is True where ``padded[b, t]`` is a
-    real token and False where it is padding.
-
-    >>> padded, mask = pad_sequences([[5, 6, 7], [8]], pad_id=0)
-    >>> padded.tolist(), mask.int().tolist()
-    ([[5, 6, 7], [8, 0, 0]], [[1, 1, 1], [1, 0, 0]])
-    """
-    if not seqs:
-        raise UserError("pad_sequences needs at least one sequence")
-    T = max(len(s) for s in seqs)
-    padded = torch.full((len(seqs), T), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), T), dtype=torch.bool)
-    for b, s in enumerate(seqs):
-        padded[b, : len(s)] = torch.as_tensor(s, dtype=torch.long)
-        mask[b, : len(s)] = True
-    return padded, mask
-# --8<-- [end:pad]
-
-
-# --8<-- [start:attention_mask]
-def attention_mask(mask: torch.Tensor, causal: bool = True) -> torch.Tensor:
-    """(B, T) padding mask -> (B, T, T) mask of which keys each query may attend to.
-
-    ``allowed[b, i, j]`` is True when key ``j`` is a real token and, if causal,
-    ``j <= i`` (no peeking at the future).
-
-    >>> _, mask = pad_sequences([[5, 6, 7], [8, 9]])
-    >>> attention_mask(mask)[1].int().tolist()
-    [[1, 0, 0], [1, 1, 0], [1, 1, 0]]
-    """
-    B, T = mask.shape
-    allowed = mask[:, None, :].expand(B, T, T)  # key j is a real token
-    if causal:
-        allowed = allowed & torch.ones(T, T, dtype=torch.bool).tril()
-    return allowed
-# --8<-- [end:attention_mask]
-
-
-# --8<-- [start:corpus]
 @dataclass
 class Corpus:
     """A text, its tokenizer and its train/val split, ready for training.
 
-    ``train`` and ``val`` hold the ids in ``tokenizer.dtype`` (1 byte per character
-    for up to 256 distinct characters); ``get_batch`` hands out ``torch.long``.
+    ``train`` and ``val`` hold the ids in the smallest integer type that fits (1 byte per
+    character for up to 256 distinct characters); ``get_batch`` hands out ``torch.long``.
     """
 
     source: str
@@ -222,7 +171,6 @@ class Corpus:
         """Load and split; pass ``tokenizer`` to reuse a vocabulary (e.g. from a checkpoint)."""
         text = load_text(source)
         tokenizer = tokenizer or CharTokenizer.from_text(text)
-        data = tokenizer.encode_tensor(text)  # (N,), in the smallest dtype that fits
+        data = encode_compact(tokenizer, text)  # torch.tensor(tokenizer.encode(text)), smaller
         train, val = split(data, val_fraction)
         return cls(source, text, tokenizer, train, val)
-# --8<-- [end:corpus]

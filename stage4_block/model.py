@@ -29,7 +29,6 @@ from .errors import UserError
 ACTIVATIONS = ("relu", "gelu")
 
 
-# --8<-- [start:config]
 @dataclass
 class ModelConfig:
     vocab_size: int
@@ -39,7 +38,6 @@ class ModelConfig:
     n_embd: int = 64  # C: width of every token vector
     dropout: float = 0.0  # probability of zeroing activations during training
     activation: str = "relu"  # the MLP's non-linearity: relu or gelu
-# --8<-- [end:config]
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_embd", "n_head", "n_layer"):
@@ -58,7 +56,6 @@ class ModelConfig:
                             f"got {self.activation!r}")
 
 
-# --8<-- [start:attention]
 class CausalSelfAttention(nn.Module):
     """n_head heads of causal self-attention at once: one matrix product makes the
     queries, keys and values of every head, and the heads are a batch dimension."""
@@ -90,10 +87,8 @@ class CausalSelfAttention(nn.Module):
         y = self.attn_dropout(wei) @ v  # (B, nh, T, hs)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again: (B, T, C)
         return self.resid_dropout(self.c_proj(y))
-# --8<-- [end:attention]
 
 
-# --8<-- [start:mlp]
 class MLP(nn.Module):
     """The feed-forward network: each token's vector on its own, C -> 4C -> C."""
 
@@ -107,10 +102,8 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dropout(self.c_proj(self.act(self.c_fc(x))))  # (B, T, C)
-# --8<-- [end:mlp]
 
 
-# --8<-- [start:block]
 class Block(nn.Module):
     """Communication (attention) then computation (MLP), each on a residual path:
     x + attn(ln_1(x)), then x + mlp(ln_2(x)), with LayerNorm before each branch
@@ -127,10 +120,8 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x))  # (B, T, C)
         x = x + self.mlp(self.ln_2(x))
         return x
-# --8<-- [end:block]
 
 
-# --8<-- [start:model]
 class LanguageModel(nn.Module):
     """Token + position embeddings -> n_layer Transformer blocks -> logits."""
 
@@ -174,7 +165,6 @@ class LanguageModel(nn.Module):
         # cross_entropy wants (N, V) scores and (N,) class ids: flatten batch and time.
         loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))
         return logits, loss
-# --8<-- [end:model]
 
     @torch.no_grad()
     def attention_maps(self, idx: torch.Tensor) -> torch.Tensor:
@@ -182,7 +172,6 @@ class LanguageModel(nn.Module):
         self(idx)
         return torch.stack([b.attn.last_attention for b in self.transformer.h], dim=1)
 
-    # --8<-- [start:generate]
     @torch.no_grad()
     def stream(
         self,
@@ -207,10 +196,8 @@ class LanguageModel(nn.Module):
         """Extend ``idx`` (B, T) by ``max_new_tokens`` sampled tokens, one at a time."""
         new = list(self.stream(idx, max_new_tokens, temperature, top_k, generator))
         return torch.cat([idx, *new], dim=1)
-    # --8<-- [end:generate]
 
 
-# --8<-- [start:sample_next]
 def sample_next(
     logits: torch.Tensor,
     temperature: float = 1.0,
@@ -238,4 +225,3 @@ def sample_next(
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = F.softmax(logits, dim=-1)  # (B, V)
     return torch.multinomial(probs, num_samples=1, generator=generator)
-# --8<-- [end:sample_next]

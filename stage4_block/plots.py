@@ -141,7 +141,6 @@ def quoted(text: str) -> str:
 WIDTH = 6.4
 
 
-# --8<-- [start:plot_attention]
 def plot_attention(maps, path: str | Path, title: str, names: list[list[str]],
                    chars: list[str] | None = None, labels: dict[str, str] = LABELS) -> Path:
     """A grid of attention heatmaps on one shared colour scale, 0 to 1.
@@ -181,4 +180,3 @@ def plot_attention(maps, path: str | Path, title: str, names: list[list[str]],
     fig.savefig(path)
     plt.close(fig)
     return path
-# --8<-- [end:plot_attention]

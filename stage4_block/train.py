@@ -23,7 +23,6 @@ from .cli import (
     unit_interval,
 )
 from .data import DATA_HELP
-from .fast import use_fast_dropout
 from .harness import Run
 from .model import ACTIVATIONS
 from .prompts import default_prompt
@@ -37,7 +36,6 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=HelpFormatter,
     )
-    # --resume restores every flag of the data, model and training groups.
     g = p.add_argument_group("data")
     g.add_argument("--data", default="en", help=DATA_HELP)
     g.add_argument("--val-fraction", type=open_fraction, default=0.1, help="share held out for validation")
@@ -68,6 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# What --resume takes from the checkpoint: every setting that decides what the run computes
+# (a flag given beside --resume must agree). --max-iters may change.
+RESUMED = ("data", "val_fraction",  # data
+           "block_size", "n_embd", "n_head", "n_layer", "dropout", "activation",
+           "norm", "attention", "residual", "mlp",  # model
+           "batch_size", "lr", "eval_interval", "eval_iters", "seed")  # training
+
+
 def model_config(args: argparse.Namespace, vocab_size: int) -> VariantConfig:
     return VariantConfig(vocab_size=vocab_size, block_size=args.block_size, n_layer=args.n_layer,
                          n_head=args.n_head, n_embd=args.n_embd, dropout=args.dropout,
@@ -76,29 +82,26 @@ def model_config(args: argparse.Namespace, vocab_size: int) -> VariantConfig:
 
 
 def train(args: argparse.Namespace) -> dict:
-    run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
+    run = Run(args, build_parser(), RESUMED)  # checks --out-dir, loads the data, reads a --resume
+    args = run.args  # the settings this run trains with (a --resume's own)
     model = build_model(model_config(args, run.vocab_size)).to(run.device)  # variants.py
-    use_fast_dropout(model)  # the same dropout with a cheaper random mask (fast.py)
     # weight_decay=0.0: PyTorch's default (0.01) would pull every weight towards 0 unseen;
     # weight decay arrives in stage 5, on the weight matrices only. fused=True: one kernel
     # updates every weight, much faster on a CPU for a big table (the bigram on Chinese).
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, fused=True)
-    net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
-    # --8<-- [start:train_loop]
+    run.start(model, optimizer)  # restores a --resume, picks the threads, prints a sample
     for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
         if run.evaluation_due(step):  # every --eval-interval steps
             run.evaluate()  # losses on fixed batches, log.jsonl, checkpoints
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        _, loss = net(xb, yb)  # forward: mean cross-entropy over B*T targets
+        _, loss = model(xb, yb)  # forward: mean cross-entropy over B*T targets
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # backward: the gradient of the loss for every weight
         optimizer.step()  # move every weight a little against its gradient
-    # --8<-- [end:train_loop]
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
-    if run.main:  # under torchrun, only the first process writes files
-        prompt = default_prompt(run.corpus.text, min(args.block_size, 24))
-        print(f"attention:  {attention_figure(model, run.corpus.tokenizer, prompt, run.out / 'attention.png')}")
+    prompt = default_prompt(run.corpus.text, min(args.block_size, 24))
+    print(f"attention:  {attention_figure(model, run.corpus.tokenizer, prompt, run.out / 'attention.png')}")
     return metrics
 
 

@@ -55,7 +55,6 @@ def build_model(config: VariantConfig) -> LanguageModel:
     return VariantModel(config)
 
 
-# --8<-- [start:head]
 class Head(nn.Module):
     """One head of self-attention, as in stage 3: softmax(q k^T / sqrt(head_size) + mask) v."""
 
@@ -78,10 +77,8 @@ class Head(nn.Module):
         wei = F.softmax(wei, dim=-1)  # each row sums to 1
         self.last_attention = wei.detach()
         return self.dropout(wei) @ v  # (B, T, hs)
-# --8<-- [end:head]
 
 
-# --8<-- [start:multihead]
 class MultiHeadAttention(nn.Module):
     """The attention of model.py head by head: n_head separate heads, concatenated, projected."""
 
@@ -102,10 +99,8 @@ class MultiHeadAttention(nn.Module):
         if any(h.last_attention is None for h in self.heads):
             return None  # no forward pass yet
         return torch.stack([h.last_attention for h in self.heads], dim=1)  # (B, nh, T, T)
-# --8<-- [end:multihead]
 
 
-# --8<-- [start:copy_heads]
 def copy_heads_into_batched(mha: MultiHeadAttention, csa: CausalSelfAttention) -> None:
     """Load the head-by-head weights into the batched form, showing where each head
     lives in c_attn: its output rows are [q of head 0, q of head 1, ..., k of head 0, ...]."""
@@ -115,10 +110,8 @@ def copy_heads_into_batched(mha: MultiHeadAttention, csa: CausalSelfAttention) -
         v = torch.cat([h.value.weight for h in mha.heads], dim=0)
         csa.c_attn.weight.copy_(torch.cat([q, k, v], dim=0))  # (3C, C)
         csa.c_proj.load_state_dict(mha.c_proj.state_dict())
-# --8<-- [end:copy_heads]
 
 
-# --8<-- [start:variant_block]
 class VariantBlock(Block):
     """The block with its wiring switched: --norm post (LayerNorm after the addition, as
     in the 2017 Transformer), --norm none (no LayerNorm), --no-residual (x = f(x)
@@ -152,4 +145,3 @@ class VariantModel(LanguageModel):
         super().__init__(config)
         self.transformer.h = nn.ModuleList([VariantBlock(config) for _ in range(config.n_layer)])
         self.apply(self._init_weights)
-# --8<-- [end:variant_block]

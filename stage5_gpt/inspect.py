@@ -20,13 +20,12 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from .checkpoint import default_checkpoint, load_model
 from .cli import HelpFormatter, pick_device, positive_int, run_cli
 from .errors import UserError
+from .gpt2 import add_init_from, load_for_tool
 from .model import GPT
 from .plots import token_label
-from .prompts import encode_prompt, prompt_from_checkpoint
-from .tokenizer import CharTokenizer
+from .prompts import Tokenizer, encode_prompt, pieces, prompt_from_checkpoint, unit
 
 MAX_PROMPT = 16  # wider T x T matrices do not fit a terminal
 SHOW_DIMS = 8  # columns shown of x, q, k, v and the output
@@ -42,7 +41,7 @@ def valid(n: int) -> str:
 
 
 @torch.no_grad()
-def explain_head(model: GPT, tokenizer: CharTokenizer, prompt: str, layer: int,
+def explain_head(model: GPT, tokenizer: Tokenizer, prompt: str, layer: int,
                  head: int) -> dict:
     """Run ``prompt`` and return one head's intermediates for batch item 0, on the CPU.
 
@@ -60,11 +59,11 @@ def explain_head(model: GPT, tokenizer: CharTokenizer, prompt: str, layer: int,
         raise UserError(f"--head {head} does not exist: each layer has "
                         f"{plural(cfg.n_head, 'head')}; use --head {valid(cfg.n_head)}")
     idx = encode_prompt(model, tokenizer, prompt)  # (1, T); checks empty, block_size, vocabulary
-    if len(prompt) > MAX_PROMPT:
+    T, what = idx.shape[1], unit(tokenizer)
+    if T > MAX_PROMPT:
         raise UserError(
-            f"the prompt has {len(prompt)} characters; inspect prints {len(prompt)} x "
-            f"{len(prompt)} matrices, which stop fitting a terminal beyond {MAX_PROMPT}. "
-            "Use 8 characters or fewer (python -m "
+            f"the prompt has {T} {what}s; inspect prints {T} x {T} matrices, which stop "
+            f"fitting a terminal beyond {MAX_PROMPT}. Use 8 {what}s or fewer (python -m "
             f"{__package__}.visualize draws long prompts)."
         )
     model.eval()
@@ -75,7 +74,8 @@ def explain_head(model: GPT, tokenizer: CharTokenizer, prompt: str, layer: int,
             for name in ("q", "k", "v", "scores", "scaled", "masked", "weights", "heads_out")}
     return {
         "prompt": prompt,
-        "tokens": list(prompt),
+        "tokens": pieces(tokenizer, idx[0]),
+        "unit": what,
         "ids": idx[0].cpu(),
         "x": step["x"][0].float().cpu(),
         **pick,
@@ -138,8 +138,9 @@ def format_explanation(result: dict, dims: int = SHOW_DIMS) -> str:
         f"{plural(result['n_layer'], 'layer')} x {plural(result['n_head'], 'head')}; "
         f"n_embd C={C}, head size hs={hs}",
         "",
-        f"tokens: the prompt {result['prompt']!r}, one character per position (T={T})",
-        "  " + pad("position i", 12, left=True) + pad("char", 6, left=True) + "id",
+        f"tokens: the prompt {result['prompt']!r}, one {result['unit']} per position (T={T})",
+        "  " + pad("position i", 12, left=True)
+        + pad("char" if result["unit"] == "character" else "token", 6, left=True) + "id",
     ]
     out += [f"  {pad(str(i), 12, left=True)}{pad(token_label(c), 6, left=True)}{int(t)}"
             for i, (c, t) in enumerate(zip(tokens, result["ids"], strict=True))]
@@ -216,17 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="columns shown of x, q, k, v and the output")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="where to run")
+    add_init_from(p)
     return p
 
 
 def inspect(args: argparse.Namespace) -> dict:
-    ckpt_path = default_checkpoint(args.ckpt)
-    model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
+    model, tokenizer, ckpt, source = load_for_tool(args, pick_device(args.device))
     prompt = args.prompt
     if prompt is None:
         prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 8))
     result = explain_head(model, tokenizer, prompt, args.layer, args.head)
-    print(f"checkpoint: {ckpt_path}")
+    print(f"checkpoint: {source}" if ckpt else f"GPT-2: {source}")
     print(format_explanation(result, args.dims))
     return result
 

@@ -21,8 +21,7 @@ from .cli import run_cli
 from .errors import UserError
 from .model import GPT
 from .plots import plt, token_label, use_cjk_font  # plt: Agg
-from .prompts import encode_prompt
-from .tokenizer import CharTokenizer
+from .prompts import Tokenizer, encode_prompt, pieces, unit
 from .visualize import build_parser as figure_parser
 from .visualize import visualize
 
@@ -88,7 +87,7 @@ def position_similarity_figure(model: GPT, path: str | Path, labels: dict = LABE
 
 
 @torch.no_grad()
-def logit_lens(model: GPT, tokenizer: CharTokenizer, prompt: str) -> dict:
+def logit_lens(model: GPT, tokenizer: Tokenizer, prompt: str) -> dict:
     """Read the residual stream out through ln_f and lm_head after every block.
 
     Returns ``probs`` (n_layer + 1, T, V): row l reads x_l, the stream after l blocks
@@ -97,10 +96,10 @@ def logit_lens(model: GPT, tokenizer: CharTokenizer, prompt: str) -> dict:
     really comes next in ``prompt``, ``top1`` (n_layer + 1, T) the most likely id, and
     ``right`` (n_layer + 1, T - 1) whether it is that next character.
     """
-    if len(prompt) < 2:
-        raise UserError("layer predictions need a prompt of at least 2 characters: the "
-                        "first one to predict from, the next one to check the guess against")
     idx = encode_prompt(model, tokenizer, prompt)  # (1, T)
+    if idx.shape[1] < 2:
+        raise UserError(f"layer predictions need a prompt of at least 2 {unit(tokenizer)}s: the "
+                        "first one to predict from, the next one to check the guess against")
     model.eval()
     trace: list[dict] = []
     model(idx, trace=trace)
@@ -117,7 +116,7 @@ def logit_lens(model: GPT, tokenizer: CharTokenizer, prompt: str) -> dict:
             "right": top1[:, :-1] == targets}
 
 
-def layer_predictions_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
+def layer_predictions_figure(model: GPT, tokenizer: Tokenizer, prompt: str,
                              path: str | Path, labels: dict = LABELS) -> Path:
     """Heatmap: probability of the true next character, per position and per layer.
     Each cell shows the layer's top-1 guess, bold when it is right."""
@@ -125,13 +124,13 @@ def layer_predictions_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
     use_cjk_font()
     target_probs, top1 = lens["target_probs"], lens["top1"]
     rows, cols = target_probs.shape
-    chars = [token_label(c) for c in prompt]
+    chars = [token_label(p) for p in pieces(tokenizer, lens["ids"])]
     fig, ax = plt.subplots(figsize=(2.6 + 0.3 * cols, 1.7 + 0.4 * rows), dpi=150,
                            constrained_layout=True)
     im = ax.imshow(target_probs.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
     for r in range(rows):
         for c in range(cols):
-            ax.text(c, r, token_label(tokenizer.itos[int(top1[r, c])]), ha="center",
+            ax.text(c, r, token_label(tokenizer.decode([int(top1[r, c])])), ha="center",
                     va="center", fontsize=10, color="black" if target_probs[r, c] > 0.6 else "white",
                     fontweight="bold" if lens["right"][r, c] else "normal")
     ax.set_xticks(range(cols), chars[:-1])
@@ -153,15 +152,16 @@ def layer_predictions_figure(model: GPT, tokenizer: CharTokenizer, prompt: str,
 # --- the command line ---------------------------------------------------------------------
 
 
-def write_figures(model: GPT, tokenizer: CharTokenizer, prompt: str, out_dir: str | Path,
+def write_figures(model: GPT, tokenizer: Tokenizer, prompt: str, out_dir: str | Path,
                   log_path: str | Path | None = None) -> list[Path]:
     """Both figures into ``out_dir``, and what they show, printed; ``log_path`` is not used."""
     paths = [layer_predictions_figure(model, tokenizer, prompt,
                                       Path(out_dir) / "layer_predictions.png"),
              position_similarity_figure(model, Path(out_dir) / "position_similarity.png")]
     right = logit_lens(model, tokenizer, prompt)["right"].sum(dim=1).tolist()
-    print(f"right guesses of the next character, after each block (x0 .. x{len(right) - 1}): "
-          f"{right} of {len(prompt) - 1}")
+    n = len(tokenizer.encode(prompt))
+    print(f"right guesses of the next {unit(tokenizer)}, after each block (x0 .. x{len(right) - 1}): "
+          f"{right} of {n - 1}")
     near = similarity_by_distance(position_similarity(model))[:8]
     print("mean position similarity at distance 1..8: " + " ".join(f"{v:.2f}" for v in near))
     return paths

@@ -124,11 +124,11 @@ def plot_losses(history: list[dict], path: str | Path, title: str = "loss",
     return path
 
 
-def token_label(ch: str) -> str:
-    """Make invisible characters visible on an axis; name those the font lacks (emoji)."""
-    if ord(ch) > 0xFFFF:  # outside the Basic Multilingual Plane: Noto CJK has no glyph
-        return f"U+{ord(ch):X}"
-    return {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(ch, ch)
+def token_label(token: str) -> str:
+    """Make invisible characters visible on an axis; name those the font lacks (emoji).
+    A token is one character here, and a piece of a word in GPT-2's BPE."""
+    return "".join(f"U+{ord(c):X}" if ord(c) > 0xFFFF  # Noto CJK has no glyph out there
+                   else {"\n": "⏎", " ": "␣", "\t": "⇥"}.get(c, c) for c in token)
 
 
 def quoted(text: str) -> str:
@@ -141,7 +141,6 @@ def quoted(text: str) -> str:
 WIDTH = 6.4
 
 
-# --8<-- [start:plot_attention]
 def plot_attention(maps, path: str | Path, title: str, names: list[list[str]],
                    chars: list[str] | None = None, labels: dict[str, str] = LABELS) -> Path:
     """A grid of attention heatmaps on one shared colour scale, 0 to 1.
@@ -181,4 +180,3 @@ def plot_attention(maps, path: str | Path, title: str, names: list[list[str]],
     fig.savefig(path)
     plt.close(fig)
     return path
-# --8<-- [end:plot_attention]

@@ -6,7 +6,6 @@ by side comparison, and short runs on the classic corpora that show what the
 GPT learns in about two minutes on a laptop CPU.
 """
 
-# --8<-- [start:presets]
 PRESETS = {
     # nanoGPT's configuration for a laptop CPU (its README), for side-by-side runs.
     "nanogpt-cpu": dict(data="shakespeare", block_size=64, batch_size=12, n_layer=4, n_head=4,
@@ -24,7 +23,6 @@ PRESETS = {
                       n_embd=128, dropout=0.0, bias=False, max_iters=800, lr=3e-3, min_lr=1e-4,
                       warmup_iters=50, eval_interval=200, eval_iters=10),
 }
-# --8<-- [end:presets]
 
 
 def presets_help() -> str:

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import torch
 
+from .bpe import BPETokenizer
 from .data import load_text, split
 from .errors import UserError
 from .tokenizer import CharTokenizer
+
+Tokenizer = CharTokenizer | BPETokenizer
+GPT2_PROMPT = "Hello, I'm a language model,"  # GPT-2's own example: what --init-from reads
 
 
 def default_prompt(text: str, length: int) -> str:
@@ -23,8 +27,11 @@ def default_prompt(text: str, length: int) -> str:
     return line
 
 
-def prompt_from_checkpoint(ckpt: dict, length: int) -> str:
-    """A line of held-out text from the data the checkpoint was trained on."""
+def prompt_from_checkpoint(ckpt: dict | None, length: int) -> str:
+    """A line of held-out text from the data the checkpoint was trained on (GPT-2's own
+    example sentence for --init-from, which has no checkpoint of ours)."""
+    if ckpt is None:
+        return GPT2_PROMPT
     data = ckpt.get("args", {}).get("data", "en")
     try:
         text = load_text(data)
@@ -34,15 +41,27 @@ def prompt_from_checkpoint(ckpt: dict, length: int) -> str:
     return default_prompt(text, length)
 
 
-def encode_prompt(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
+def encode_prompt(model: torch.nn.Module, tokenizer: Tokenizer, prompt: str) -> torch.Tensor:
     """Check ``prompt`` fits the model and turn it into a (1, T) batch on the model's device."""
     block_size = model.config.block_size
     if not prompt:
         raise UserError("the prompt is empty; give at least one character")
-    if len(prompt) > block_size:
+    ids = tokenizer.encode(prompt)
+    if len(ids) > block_size:
         raise UserError(
-            f"the prompt has {len(prompt)} characters but the model sees at most "
+            f"the prompt has {len(ids)} {unit(tokenizer)}s but the model sees at most "
             f"block_size={block_size}; use a shorter --prompt."
         )
     device = next(model.parameters()).device
-    return torch.tensor([tokenizer.encode(prompt)], device=device)  # (1, T)
+    return torch.tensor([ids], device=device)  # (1, T)
+
+
+def pieces(tokenizer: Tokenizer, ids: list[int] | torch.Tensor) -> list[str]:
+    """The text of each token: a character for this course's models, a piece of a word
+    (or of a character's bytes) for GPT-2's BPE."""
+    return [tokenizer.decode([int(i)]) for i in ids]
+
+
+def unit(tokenizer: Tokenizer) -> str:
+    """What one token is, to say so in messages: "character" or "token"."""
+    return "character" if isinstance(tokenizer, CharTokenizer) else "token"

@@ -1,6 +1,7 @@
 """Generate text from a trained checkpoint: python -m <stage>.sample
 
 Example: python -m <stage>.sample --prompt "The " --tokens 100 --temperature 0.8
+With OpenAI's weights: python -m <stage>.sample --init-from gpt2 --prompt "Hello, I'm a"
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from typing import TextIO
 
 import torch
 
-from .checkpoint import default_checkpoint, load_model
 from .cli import HelpFormatter, non_negative_int, pick_device, positive_int, run_cli, temperature
 from .errors import UserError
+from .gpt2 import add_init_from, load_for_tool
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ckpt", type=Path, default=Path("out") / __package__ / "best.pt", help="checkpoint to load (best.pt: lowest val loss, or ckpt.pt beside it when there is none)")
     p.add_argument("--prompt", default="\n", help="text to continue (every character must be in the vocabulary)")
-    p.add_argument("--tokens", type=non_negative_int, default=300, help="characters to generate")
+    add_init_from(p)
+    p.add_argument("--tokens", type=non_negative_int, default=300, help="tokens to generate (characters, for this course's models)")
     p.add_argument("--temperature", type=temperature, default=1.0, help="0 = greedy; <1 sharper, >1 more random")
     p.add_argument("--top-k", type=positive_int, default=None, help="sample only among the k most likely (default: all of them)")
     p.add_argument("--seed", type=int, default=1337, help="random seed")
@@ -33,26 +35,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-# --8<-- [start:generate_text]
 def generate_text(args: argparse.Namespace, out: TextIO | None = None) -> str:
-    """Sample and stream each character to ``out`` (stdout) as soon as it exists."""
+    """Sample and stream the text to ``out`` (stdout) as soon as it exists."""
     out = out or sys.stdout
     if not args.prompt:
         raise UserError("--prompt is empty; give at least one character (the default is a newline)")
     device = pick_device(args.device)
-    model, tokenizer, _ = load_model(default_checkpoint(args.ckpt), device)
+    model, tokenizer, _, _ = load_for_tool(args, device)
     idx = torch.tensor([tokenizer.encode(args.prompt)], device=device)  # (1, T)
-    pieces = [args.prompt]
+    new: list[int] = []
+    shown = ""  # what is printed of the new tokens' text
     out.write(args.prompt)
     out.flush()
     for idx_next in model.stream(idx, args.tokens, args.temperature, args.top_k,
                                  generator=torch.Generator(device).manual_seed(args.seed)):
-        pieces.append(tokenizer.decode(idx_next[0].tolist()))
-        out.write(pieces[-1])
-        out.flush()
-    out.write("\n")
-    return "".join(pieces)
-# --8<-- [end:generate_text]
+        new.append(int(idx_next[0]))
+        text = tokenizer.decode(new)
+        if not text.endswith("\ufffd"):  # a BPE token may end inside a character: wait for it
+            out.write(text[len(shown):])
+            out.flush()
+            shown = text
+    text = tokenizer.decode(new)
+    out.write(text[len(shown):] + "\n")
+    return args.prompt + text
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,6 @@ from .cli import (
 )
 from .data import DATA_HELP
 from .errors import UserError
-from .fast import forward_precision, use_fast_dropout
 from .harness import Run
 from .model import ACTIVATIONS, GPT, GPTConfig
 from .presets import PRESETS, presets_help
@@ -40,7 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0].split(": ")[0] + ".",
         formatter_class=HelpFormatter,
     )
-    # --resume restores every flag of the data, model and training groups.
     g = p.add_argument_group("data")
     g.add_argument("--data", default="en", help=DATA_HELP)
     g.add_argument("--val-fraction", type=open_fraction, default=0.1, help="share held out for validation")
@@ -51,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--n-layer", type=positive_int, default=4, help="Transformer blocks")
     g.add_argument("--dropout", type=unit_interval, default=0.1, help="dropout probability while training")
     g.add_argument("--activation", default="gelu", choices=ACTIVATIONS, help="the MLP's non-linearity")
-    g.add_argument("--bias", action=argparse.BooleanOptionalAction, default=True, help="biases in projections and LayerNorm")
-    g.add_argument("--tie-weights", action="store_true", help="share token embedding and output head")
+    g.add_argument("--bias", action=argparse.BooleanOptionalAction, default=True, help="biases in every Linear but the output head, and in LayerNorm (GPT-2 has them)")
+    g.add_argument("--tie-weights", action=argparse.BooleanOptionalAction, default=True, help="the output head reuses the token embedding (GPT-2 does)")
     g = p.add_argument_group("training")
     g.add_argument("--batch-size", type=positive_int, default=12, help="B: windows per step")
     g.add_argument("--lr", type=learning_rate, default=3e-3, help="peak learning rate")
@@ -78,13 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# What --resume takes from the checkpoint: every setting that decides what the run computes
+# (a flag given beside --resume must agree). --max-iters may change.
+RESUMED = ("data", "val_fraction",  # data
+           "block_size", "n_embd", "n_head", "n_layer", "dropout", "activation",
+           "bias", "tie_weights",  # model
+           "batch_size", "lr", "min_lr", "warmup_iters", "lr_decay_iters", "weight_decay",
+           "beta1", "beta2", "grad_clip", "eval_interval", "eval_iters", "seed")  # training
+
+
 def model_config(args: argparse.Namespace, vocab_size: int) -> GPTConfig:
     return GPTConfig(vocab_size=vocab_size, block_size=args.block_size, n_layer=args.n_layer,
                      n_head=args.n_head, n_embd=args.n_embd, dropout=args.dropout,
                      bias=args.bias, activation=args.activation, tie_weights=args.tie_weights)
 
 
-# --8<-- [start:lr]
 def get_lr(step: int, args: argparse.Namespace) -> float:
     """Linear warmup to --lr, then cosine decay to --min-lr at --lr-decay-iters."""
     decay_iters = args.lr_decay_iters or max(args.max_iters, 1)
@@ -94,10 +100,8 @@ def get_lr(step: int, args: argparse.Namespace) -> float:
         return args.min_lr
     progress = (step - args.warmup_iters) / max(1, decay_iters - args.warmup_iters)
     return args.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (args.lr - args.min_lr)
-# --8<-- [end:lr]
 
 
-# --8<-- [start:optimizer]
 def make_optimizer(model: GPT, args: argparse.Namespace) -> torch.optim.AdamW:
     """Weight decay pulls matrices towards 0; biases, LayerNorm gains stay free."""
     params = [p for p in model.parameters() if p.requires_grad]
@@ -108,29 +112,24 @@ def make_optimizer(model: GPT, args: argparse.Namespace) -> torch.optim.AdamW:
         [{"params": decay, "weight_decay": args.weight_decay},
          {"params": no_decay, "weight_decay": 0.0}],
         lr=args.lr, betas=(args.beta1, args.beta2), fused=fused)
-# --8<-- [end:optimizer]
 
 
 def train(args: argparse.Namespace) -> dict:
-    run = Run(args, build_parser())  # checks --out-dir, loads the data, restores a --resume
-    # --8<-- [start:min_lr]
+    run = Run(args, build_parser(), RESUMED)  # checks --out-dir, loads the data, reads a --resume
+    args = run.args  # the settings this run trains with (a --resume's own)
     if args.min_lr > args.lr:
         raise UserError(f"--min-lr {args.min_lr} is above --lr {args.lr}: the cosine would climb "
                         f"instead of decaying. Give a --min-lr at most {args.lr} (e.g. --lr / 10).")
-    # --8<-- [end:min_lr]
     model = GPT(model_config(args, run.vocab_size)).to(run.device)
-    use_fast_dropout(model)  # the same dropout with a cheaper random mask (fast.py)
     optimizer = make_optimizer(model, args)
     net = run.start(model, optimizer)  # the model, or its DDP wrapper under torchrun
-    precision = forward_precision(args, run.device, run.say)  # bfloat16 where it is fast (fast.py)
-    # --8<-- [start:train_loop]
     for step in run.steps():  # 0 .. --max-iters - 1; Ctrl-C ends the loop early
         if run.evaluation_due(step):  # every --eval-interval steps
             run.evaluate()  # losses on fixed batches, log.jsonl, checkpoints
         for group in optimizer.param_groups:
             group["lr"] = get_lr(step, args)  # warmup, then cosine decay
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        with precision:
+        with run.precision:  # bfloat16 where this CPU or GPU computes it fast (--dtype)
             _, loss = net(xb, yb)  # forward: mean cross-entropy over B*T targets
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
@@ -138,7 +137,6 @@ def train(args: argparse.Namespace) -> dict:
         if args.grad_clip > 0:  # one bad batch cannot throw the weights far
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
         optimizer.step()  # move every weight a little against its gradient
-    # --8<-- [end:train_loop]
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
     if run.main:  # under torchrun, only the first process writes files
         prompt = default_prompt(run.corpus.text, min(args.block_size, 24))

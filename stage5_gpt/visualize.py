@@ -23,41 +23,42 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import default_checkpoint, load_model
 from .cli import HelpFormatter, pick_device, run_cli
 from .errors import UserError
+from .gpt2 import add_init_from, load_for_tool
 from .plots import LABELS, plot_attention, plot_losses, quoted
-from .prompts import encode_prompt, prompt_from_checkpoint
-from .tokenizer import CharTokenizer
+from .prompts import Tokenizer, encode_prompt, pieces, prompt_from_checkpoint
 
 # --- attention ---------------------------------------------------------------------------
 
 
 @torch.no_grad()
-def attention_maps(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str) -> torch.Tensor:
+def attention_maps(model: torch.nn.Module, tokenizer: Tokenizer, prompt: str) -> torch.Tensor:
     """Forward ``prompt`` once: its attention weights, (n_layer, n_head, T, T)."""
     idx = encode_prompt(model, tokenizer, prompt)
     model.eval()
     return model.attention_maps(idx)[0]
 
 
-def attention_figure(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str,
+def attention_figure(model: torch.nn.Module, tokenizer: Tokenizer, prompt: str,
                      path: str | Path, labels: dict[str, str] = LABELS) -> Path:
     """Every head of every layer in one grid: the characters on the axes for a single
     panel, position numbers for an overview of many."""
     maps = attention_maps(model, tokenizer, prompt)
     L, H = maps.shape[:2]
+    tokens = pieces(tokenizer, tokenizer.encode(prompt))
     names = [[labels["panel"].format(i=i, j=j) if L * H > 1 else "" for j in range(H)]
              for i in range(L)]
     title = labels["grid"].format(stage=__package__, prompt=quoted(prompt))
-    return plot_attention(maps, path, title, names, list(prompt) if L * H == 1 else None, labels)
+    return plot_attention(maps, path, title, names, tokens if L * H == 1 else None, labels)
 
 
-def attention_layer_figures(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str,
+def attention_layer_figures(model: torch.nn.Module, tokenizer: Tokenizer, prompt: str,
                             out_dir: str | Path, labels: dict[str, str] = LABELS) -> list[Path]:
     """One PNG per layer, its heads two to a row: ``out_dir/attention_layer{i}.png``."""
     maps = attention_maps(model, tokenizer, prompt)
     L, H, T, _ = maps.shape
+    tokens = pieces(tokenizer, tokenizer.encode(prompt))
     Cn = min(H, 2)
     R = -(-H // Cn)
     paths = []
@@ -68,7 +69,7 @@ def attention_layer_figures(model: torch.nn.Module, tokenizer: CharTokenizer, pr
         title = labels["layer"].format(i=i, last=L - 1, prompt=quoted(prompt))
         paths.append(plot_attention(grid.view(R, Cn, T, T), Path(out_dir) / f"attention_layer{i}.png",
                                     title, [names[r * Cn : (r + 1) * Cn] for r in range(R)],
-                                    list(prompt), labels))
+                                    tokens, labels))
     return paths
 
 
@@ -108,7 +109,7 @@ def loss_figure(log_path: str | Path, path: str | Path, title: str | None = None
 # --- everything at once ------------------------------------------------------------------
 
 
-def write_figures(model: torch.nn.Module, tokenizer: CharTokenizer, prompt: str,
+def write_figures(model: torch.nn.Module, tokenizer: Tokenizer, prompt: str,
                   out_dir: str | Path, log_path: str | Path | None = None) -> list[Path]:
     """Write every figure into ``out_dir``; loss.png only when ``log_path`` is given."""
     out_dir = Path(out_dir)
@@ -139,23 +140,25 @@ def build_parser(prog: str = "visualize", about: str = __doc__) -> argparse.Argu
                    help="folder for the PNGs; if not given, figures/ beside the checkpoint")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"],
                    help="where to run")
+    add_init_from(p)
     return p
 
 
 def visualize(args: argparse.Namespace, draw: Callable[..., list[Path]] | None = None
               ) -> list[Path]:
-    """Load the checkpoint, pick the prompt, draw the figures (``write_figures``, or
-    ``draw``) into the output folder and print their paths."""
-    ckpt_path = default_checkpoint(args.ckpt)
-    model, tokenizer, ckpt = load_model(ckpt_path, pick_device(args.device))
+    """Load the checkpoint (or GPT-2), pick the prompt, draw the figures (``write_figures``,
+    or ``draw``) into the output folder and print their paths."""
+    model, tokenizer, ckpt, source = load_for_tool(args, pick_device(args.device))
     prompt = args.prompt
     if prompt is None:
         prompt = prompt_from_checkpoint(ckpt, min(model.config.block_size, 24))
-    out_dir = args.out_dir or ckpt_path.parent / "figures"
-    log = ckpt_path.parent / "log.jsonl"
+    folder = source.parent if ckpt else Path("out") / "gpt2"  # GPT-2's go beside ours
+    out_dir = args.out_dir or folder / "figures"
+    log = folder / "log.jsonl"
     paths = (draw or write_figures)(model, tokenizer, prompt, out_dir,
-                                    log if log.is_file() else None)
-    print(f"checkpoint: {ckpt_path}\nprompt:     {prompt!r}\nfigures in {out_dir}:")
+                                    log if ckpt and log.is_file() else None)
+    print(f"{'checkpoint' if ckpt else 'GPT-2     '}: {source}\nprompt:     {prompt!r}\n"
+          f"figures in {out_dir}:")
     for path in paths:
         print(f"  {path}")
     return paths

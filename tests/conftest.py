@@ -306,13 +306,13 @@ def assert_same(a, b, where: str = "") -> None:
 
 
 class StopAfter:
-    """Stands in for harness.StopFlag (called as ``StopFlag(world)``): 'Ctrl-C' arrives
-    after ``n`` steps."""
+    """Stands in for harness.StopFlag (``StopFlag()``, or ``StopFlag(world, device)`` in
+    stage 5): 'Ctrl-C' arrives after ``n`` steps."""
 
     def __init__(self, n: int):
         self.n, self.checks, self.world = n, 0, None
 
-    def __call__(self, world: int):
+    def __call__(self, world: int = 1, device: str = "cpu"):
         self.world = world
         return self
 
@@ -326,6 +326,8 @@ class StopAfter:
     def stop(self) -> bool:
         self.checks += 1
         return self.checks > self.n
+
+    pressed = stop  # stages 2-4 ask ``pressed``; stage 5 ``stop`` (all processes)
 
 
 @pytest.fixture(scope="session")

@@ -64,6 +64,8 @@ def built_page(site_dir: Path, md: str) -> Path:
 
 
 def load_hook(name: str = "stage_diff"):
+    if str(HOOKS) not in sys.path:  # as MkDocs does: a hook may import its siblings
+        sys.path.insert(0, str(HOOKS))
     spec = importlib.util.spec_from_file_location(f"{name}_hook", HOOKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -105,16 +107,21 @@ def test_site_builds_strict(site):
 
 
 # ---------------------------------------------------------------------------
-# Snippets: a missing section fails the build
+# Code included by name (docs/hooks/includes.py): a missing name fails the build
 
 
 SNIPPET_SOURCE = '''\
 """A stand-in for a stage module."""
 
-# --8<-- [start:present]
+
 def present():
     return "this function is included in the docs"
-# --8<-- [end:present]
+
+
+class Model:
+    @staticmethod
+    def forward(x):
+        return x  # a method, with its decorator
 '''
 
 
@@ -129,7 +136,7 @@ def scratch_repo(tmp_path):
 
 
 def _page_including(repo: Path, section: str) -> str:
-    """compare.md with a snippet of ``section`` appended (its anchors stay: pages link them)."""
+    """compare.md with the code of ``section`` appended (its anchors stay: pages link them)."""
     return (repo / "docs" / "compare.md").read_text(encoding="utf-8") + textwrap.dedent(
         f"""
         ```python
@@ -139,14 +146,23 @@ def _page_including(repo: Path, section: str) -> str:
     )
 
 
-def test_snippet_section_is_included(scratch_repo, tmp_path):
-    (scratch_repo / "docs" / "compare.md").write_text(_page_including(scratch_repo, "present"),
-                                                        encoding="utf-8")
+def test_a_definition_is_included_by_its_name(scratch_repo, tmp_path):
+    page = _page_including(scratch_repo, "present") + _page_including(scratch_repo, "Model.forward")[
+        len((scratch_repo / "docs" / "compare.md").read_text(encoding="utf-8")):]
+    (scratch_repo / "docs" / "compare.md").write_text(page, encoding="utf-8")
     result = mkdocs_build(scratch_repo / "mkdocs.yml", tmp_path / "site")
     assert result.returncode == 0, f"build failed:\n{result.stdout}\n{result.stderr}"
     html = built_page(tmp_path / "site", "compare.md").read_text(encoding="utf-8")
     assert "this function is included in the docs" in html
-    assert "--8&lt;--" not in html and "[start:present]" not in html, "section markers leaked"
+    assert "a method, with its decorator" in html and "staticmethod" in html
+    assert "--8&lt;--" not in html and "A stand-in" not in html, "more than the definition"
+
+
+def test_no_stage_file_marks_what_the_docs_show():
+    """The docs include code by name: no snippet marker lines in the stage files."""
+    marked = [p.relative_to(ROOT).as_posix() for p in ROOT.glob("stage*/*.py")
+              if "--8<--" in p.read_text(encoding="utf-8")]
+    assert marked == []
 
 
 def test_snippet_missing_section_fails_build(scratch_repo, tmp_path):
@@ -154,8 +170,8 @@ def test_snippet_missing_section_fails_build(scratch_repo, tmp_path):
         _page_including(scratch_repo, "no_such_section"), encoding="utf-8")
     result = mkdocs_build(scratch_repo / "mkdocs.yml", tmp_path / "site")
     output = result.stdout + result.stderr
-    assert result.returncode != 0, f"a missing snippet section should fail the build:\n{output}"
-    assert "no_such_section" in output, f"the error should name the missing section:\n{output}"
+    assert result.returncode != 0, f"a missing name should fail the build:\n{output}"
+    assert "no_such_section" in output, f"the error should name what is missing:\n{output}"
 
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The training harness (harness.py, the same file in stages 2-5), reference.py and the CLI
+"""The training harness (harness.py: the same file in stages 2-4, and stage 5's, which adds
+precision and processes), report.py, checkpoint.py's --resume and the CLI
 plumbing every stage shares: exact resume, the phases of the loop, best/latest
 checkpoints, the divergence guard, the CPU threads timed once, "is my loss normal?",
 out-dir checks, leftover temporary files, typed flags in checkpoints, tiny temperatures,
@@ -50,7 +51,7 @@ def one_thread():
 
 def stage_modules(stage: str) -> SimpleNamespace:
     mods = {name: importlib.import_module(f"{stage}.{name}")
-            for name in ("train", "harness", "reference", "checkpoint", "model", "sample",
+            for name in ("train", "harness", "report", "checkpoint", "model", "sample",
                          "cli")}
     model_cls = getattr(mods["model"], "GPT", None) or mods["model"].LanguageModel
     return SimpleNamespace(stage=stage, model_cls=model_cls, **mods)
@@ -70,7 +71,7 @@ def tiny_args(S, data: Path, out: Path, *extra: object) -> list[str]:
 
 def no_figures(mp: pytest.MonkeyPatch, S) -> None:
     """The PNGs are checked end to end in the stage CLI tests; here they only cost time."""
-    mp.setattr(S.harness, "plot_losses", lambda history, path, title="": Path(path))
+    mp.setattr(S.report, "plot_losses", lambda history, path, title="": Path(path))
     if hasattr(S.train, "attention_figure"):
         mp.setattr(S.train, "attention_figure", lambda model, tok, prompt, path: Path(path))
 
@@ -127,14 +128,15 @@ def test_interrupted_then_resumed_with_default_flags_equals_one_run(S, tmp_path,
 def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corpus, monkeypatch):
     """--threads (and stage 5's --dtype auto) are chosen by timing when not given: ckpt.pt
     keeps the choice and a bare --resume takes it instead of timing again, since another
-    thread count sums in another order."""
+    thread count sums in another order. The settings given are never rewritten."""
     no_figures(monkeypatch, S)
     out, before, seen = tmp_path / "run", torch.get_num_threads(), {}
+    precision = hasattr(S.harness, "autocast")  # stage 5
 
-    def pick(threads, one_step):  # the timing "chooses" 2 threads
-        seen["threads"] = threads
+    def pick(threads, one_step, why="--threads"):  # the timing "chooses" 2 threads
+        seen["threads"], seen["why"] = threads, why
         torch.set_num_threads(threads or 2)
-        return f"threads: {threads or 2}"
+        return f"threads: {threads or 2} ({why})"
 
     def autocast(dtype, device):  # the timing "chooses" bfloat16 (computing float32 here)
         seen["dtype"] = dtype
@@ -143,21 +145,22 @@ def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corp
     try:
         with monkeypatch.context() as mp:
             mp.setattr(S.harness, "pick_threads", pick)
-            if hasattr(S.train, "forward_precision"):
-                mp.setattr(importlib.import_module(f"{S.stage}.fast"), "autocast", autocast)
+            if precision:
+                mp.setattr(S.harness, "autocast", autocast)
             mp.setattr(S.harness, "StopFlag", StopAfter(10))
             _, first = run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 20))
-            saved = S.checkpoint.load_checkpoint(out / "ckpt.pt")["args"]
-            assert saved["threads"] == 2
+            saved = S.checkpoint.load_checkpoint(out / "ckpt.pt")
+            assert saved["threads"] == 2 and saved["args"]["threads"] is None
             torch.set_num_threads(1)  # what a new timing might choose
             _, printed = run(S, ["--out-dir", str(out), "--resume", "--device", "cpu"])
     finally:
         torch.set_num_threads(before)
     assert seen["threads"] == 2, "the resumed run timed the threads again"
-    chosen = "--threads 2" + (", --dtype bfloat16" if hasattr(S.train, "forward_precision") else "")
-    assert f"continuing with the run's {chosen} " in printed, printed
-    if hasattr(S.train, "forward_precision"):
+    assert "threads: 2 (the run's own, from ckpt.pt)" in printed, printed
+    if precision:
+        assert saved["dtype"] == "bfloat16" and saved["args"]["dtype"] == "auto"
         assert seen["dtype"] == "bfloat16", "the resumed run timed the precision again"
+        assert "precision: bfloat16 forward pass (the run's own, from ckpt.pt)" in printed
         # The printed choice says how to repeat it, as the thread count's line does.
         assert ("precision: bfloat16 forward pass (--dtype auto; --dtype bfloat16 repeats this "
                 "run)") in first, first
@@ -174,11 +177,13 @@ def test_resume_refuses_a_flag_that_would_change_the_run(S, tmp_path, tiny_corpu
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --lr 0.02 conflicts with the checkpoint's 0.005")
-    # Without the flag, the checkpoint's value is used.
+    # Without the flag, the checkpoint's value is used; the flags as given stay as they were.
     args = S.train.build_parser().parse_args(["--out-dir", str(out), "--resume"])
+    given = vars(args).copy()
     with contextlib.redirect_stdout(io.StringIO()):
-        S.harness.Run(args, S.train.build_parser())
-    assert args.lr == 0.005 and args.max_iters == 2 and args.data == str(tiny_corpus)
+        r = S.harness.Run(args, S.train.build_parser(), S.train.RESUMED)
+    assert r.args.lr == 0.005 and r.args.max_iters == 2 and r.args.data == str(tiny_corpus)
+    assert vars(args) == given, "the flags given were rewritten"
 
 
 def test_resume_with_a_new_max_iters_says_so_and_runs_to_it(S, tmp_path, tiny_corpus,
@@ -188,14 +193,16 @@ def test_resume_with_a_new_max_iters_says_so_and_runs_to_it(S, tmp_path, tiny_co
     run(S, tiny_args(S, tiny_corpus, out, "--max-iters", 4))
     metrics, printed = run(S, ["--out-dir", str(out), "--resume", "--device", "cpu",
                                "--max-iters", "8"])
-    assert "note: the run was planned for --max-iters 4; it now runs to 8." in printed
+    assert "note: the run was planned for --max-iters 4; it now runs to 8," in printed
     assert metrics["steps"] == 8 and S.checkpoint.load_checkpoint(out / "ckpt.pt")["step"] == 8
 
 
 def test_resumed_flags_are_every_setting_of_the_run_and_no_more(S):
-    parser = S.train.build_parser()
-    restored = set(S.harness.resumed_flags(parser))
-    every = {a.dest for a in parser._actions if a.dest != "help"}
+    """train.py lists what --resume restores (RESUMED): every flag but those of where and
+    how long a run goes on. A flag added to train.py without a place here fails."""
+    restored = set(S.train.RESUMED)
+    assert len(restored) == len(S.train.RESUMED)
+    every = set(vars(S.train.build_parser().parse_args([])))
     run_flags = every - restored
     # What a resumed run may change: where it runs, where it writes, how long it goes on.
     assert run_flags <= {"max_iters", "device", "out_dir", "resume", "sample_tokens",
@@ -634,10 +641,12 @@ def test_evaluation_comes_first_at_step_0_and_every_eval_interval(S, tmp_path, t
     _, printed = run(S, tiny_args(S, tiny_corpus, tmp_path / "run", "--max-iters", 12))
     assert events == [("evaluate", 0), *batches(0, 5), ("evaluate", 5), *batches(5, 10),
                       ("evaluate", 10), *batches(10, 12), ("evaluate", 12)]  # the last by finish
-    # evaluate() prints its own line, once per evaluation; finish() adds the best.
-    for step in (0, 5, 10):
+    # evaluate() prints its own line, once per evaluation; finish() adds the best, in
+    # another line (the last losses are not printed twice).
+    for step in (0, 5, 10, 12):
         assert printed.count(f"step {step:5d}: train loss") == 1, printed
-    assert printed.count("step    12: train loss") == 2
+    assert re.search(r"^best val loss \d+\.\d{4} at step \d+; \d+\.\d s of training$", printed,
+                     re.MULTILINE), printed
     assert [r["step"] for r in read_log(tmp_path / "run")] == [0, 5, 10, 12]
 
 
@@ -662,10 +671,12 @@ def test_a_resumed_run_does_not_evaluate_its_first_step_twice(S, tmp_path, tiny_
 
 def test_ctrl_c_sets_the_stop_flag_and_a_second_one_interrupts(S):
     previous = signal.getsignal(signal.SIGINT)
-    with S.harness.StopFlag(1) as flag:
-        assert flag.stop is False
+    processes = S.stage == "stage5_gpt"  # StopFlag(world, device): several processes
+    with (S.harness.StopFlag(1, "cpu") if processes else S.harness.StopFlag()) as flag:
+        asked = (lambda: flag.stop) if processes else (lambda: flag.pressed)
+        assert asked() is False
         signal.raise_signal(signal.SIGINT)
-        assert flag.stop is True
+        assert asked() is True
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)  # pressed again: out now
     assert signal.getsignal(signal.SIGINT) is previous
@@ -688,27 +699,27 @@ class Toy(torch.nn.Module):
 
 
 def test_param_breakdown_groups_by_part_and_counts_a_tied_weight_once(S):
-    untied = S.harness.param_breakdown(Toy(tie=False))
+    untied = S.report.param_breakdown(Toy(tie=False))
     assert untied == {"transformer.wte": 15, "transformer.h": 24, "lm_head": 20, "total": 59}
     assert list(untied) == ["transformer.wte", "transformer.h", "lm_head", "total"]
-    tied = S.harness.param_breakdown(Toy(tie=True))
+    tied = S.report.param_breakdown(Toy(tie=True))
     assert tied == {"transformer.wte": 15, "transformer.h": 24, "lm_head": 5, "total": 44}
 
 
 def test_param_breakdown_of_gpt_with_tied_weights():
-    from stage5_gpt.harness import param_breakdown
     from stage5_gpt.model import GPT, GPTConfig
+    from stage5_gpt.report import param_breakdown
 
     V, T, C = 11, 4, 8
     config = dict(vocab_size=V, block_size=T, n_embd=C, n_head=2, n_layer=2)
-    untied, tied = GPT(GPTConfig(**config)), GPT(GPTConfig(**config, tie_weights=True))
+    untied, tied = GPT(GPTConfig(**config, tie_weights=False)), GPT(GPTConfig(**config))
     parts, tparts = param_breakdown(untied), param_breakdown(tied)
     assert list(parts) == ["transformer.wte", "transformer.wpe", "transformer.h",
                            "transformer.ln_f", "lm_head", "total"]
     assert parts["transformer.wte"] == tparts["transformer.wte"] == V * C
     assert parts["transformer.wpe"] == T * C and parts["transformer.ln_f"] == 2 * C
     assert parts["transformer.h"] == sum(p.numel() for p in untied.transformer.h.parameters())
-    assert parts["lm_head"] == C * V + V and tparts["lm_head"] == V  # the tied one: its bias
+    assert parts["lm_head"] == C * V and "lm_head" not in tparts  # tied: nothing of its own
     assert parts["total"] == sum(p.numel() for p in untied.parameters())
     assert tparts["total"] == parts["total"] - V * C == sum(p.numel() for p in tied.parameters())
 
@@ -719,8 +730,7 @@ def test_param_breakdown_of_gpt_with_tied_weights():
 def settings_for(S, argv: list[str], text: str) -> dict:
     """The settings key the harness computes for a run with these flags."""
     parser = S.train.build_parser()
-    return S.reference.run_settings(parser.parse_args(argv), S.harness.resumed_flags(parser),
-                                    text)
+    return S.report.run_settings(parser.parse_args(argv), S.train.RESUMED, text)
 
 
 def reference(settings: dict, val: float, *, name: str = "defaults", data: str = "en",
@@ -744,7 +754,7 @@ def reference_run(S, tmp_path, tiny_corpus, monkeypatch):
     """A tiny run's flags and metrics, with the stage's reference file moved to tmp_path."""
     no_figures(monkeypatch, S)
     path = tmp_path / f"{S.stage}.json"
-    monkeypatch.setattr(S.reference, "REFERENCES", path)
+    monkeypatch.setattr(S.report, "REFERENCES", path)
     argv = tiny_args(S, tiny_corpus, tmp_path / "first", "--max-iters", 6)
     metrics, printed = run(S, argv)
     assert "is this loss normal?" not in printed  # no reference file: nothing to say
@@ -760,8 +770,8 @@ def again(S, r, *extra: object) -> str:
 
 
 def test_the_references_live_in_the_repositorys_references_folder(S):
-    assert S.reference.REFERENCES == REPO_ROOT / "references" / f"{S.stage}.json"
-    assert S.reference.REFERENCES.is_file()
+    assert S.report.REFERENCES == REPO_ROOT / "references" / f"{S.stage}.json"
+    assert S.report.REFERENCES.is_file()
     assert not (REPO_ROOT / S.stage / "reference.json").exists()
 
 
@@ -816,7 +826,7 @@ def test_a_slow_run_gets_the_busy_machine_hint(S):
            "train_seconds": 10.0}
     data = {"made_by": "test", "torch": torch.__version__, "device": "cpu", "tolerance_is": "x"}
     metrics = {"val_loss": 1.5, "interrupted": False, "steps": 10}
-    compare = S.reference.compare_to_reference
+    compare = S.report.compare_to_reference
     slow = compare({**metrics, "train_seconds": 25.0}, ref, data, "cpu", False)
     ok = compare({**metrics, "train_seconds": 15.0}, ref, data, "cpu", False)
     resumed = compare({**metrics, "train_seconds": 25.0}, ref, data, "cpu", True)
@@ -858,7 +868,7 @@ def test_the_report_is_one_block_that_a_transcript_can_leave_out(S, reference_ru
 
 
 def test_an_interrupted_run_gets_no_verdict(tmp_path):
-    from stage2_bigram import reference as ref
+    from stage2_bigram import report as ref
 
     path = write_references(tmp_path / "r.json", reference({"seed": 1}, 2.0))
     metrics = {"val_loss": 9.0, "interrupted": True, "steps": 10, "train_seconds": 1.0,
@@ -873,8 +883,7 @@ def test_the_settings_key_names_the_corpus_by_its_text_not_by_the_flag(S, tmp_pa
     text = importlib.import_module(f"{S.stage}.data").load_text("en")
     copy.write_text(text, encoding="utf-8")
     parser = S.train.build_parser()
-    by_name = S.reference.run_settings(parser.parse_args([]), S.harness.resumed_flags(parser),
-                                       text)
+    by_name = S.report.run_settings(parser.parse_args([]), S.train.RESUMED, text)
     by_path = settings_for(S, ["--data", str(copy)], copy.read_text(encoding="utf-8"))
     assert by_name == by_path and "data" not in by_name
     assert settings_for(S, ["--max-iters", "7"], text) != by_name  # the length counts
@@ -884,7 +893,7 @@ def test_the_settings_key_names_the_corpus_by_its_text_not_by_the_flag(S, tmp_pa
 def test_shipped_references_match_the_default_settings(S):
     """The reference file tools.docs wrote is keyed so that a run at the defaults finds it,
     and every reference has what the report prints."""
-    data = json.loads(S.reference.REFERENCES.read_text(encoding="utf-8"))
+    data = json.loads(S.report.REFERENCES.read_text(encoding="utf-8"))
     for ref in data["references"]:
         assert {"name", "command", "data", "settings", "val_loss", "best_val_loss",
                 "train_seconds", "tolerance"} <= ref.keys(), ref["name"]

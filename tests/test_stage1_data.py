@@ -1,4 +1,5 @@
-"""Stage 1: loading text, splitting, batching, padding, the downloader and the Tang poems.
+"""Stage 1: loading text, splitting, batching, the compact encoding of a whole corpus, the
+downloader and the Tang poems.
 
 Nothing here touches the network: downloads come from file:// URLs in tmp_path, and the
 Tang poems from a folder of small fake JSON files.
@@ -19,17 +20,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from stage1_data import data, tang
-from stage1_data.data import (
-    CharDataset,
-    Corpus,
-    attention_mask,
-    check_length,
-    get_batch,
-    load_text,
-    pad_sequences,
-    split,
-)
+from stage1_data import compact, data, tang
+from stage1_data.compact import encode_compact, smallest_dtype
+from stage1_data.data import CharDataset, Corpus, check_length, get_batch, load_text, split
 from stage1_data.download import cache_dir, download
 from stage1_data.errors import UserError
 from stage1_data.tokenizer import CharTokenizer
@@ -57,7 +50,7 @@ def test_builtin_chinese_corpus():
     # Thousands of distinct characters (several times the English corpus's): more than a
     # byte can number, so the ids take two bytes each.
     assert len(set(text)) >= 3 * len(set(_builtin("en")))
-    assert CharTokenizer.from_text(text).dtype == torch.int16
+    assert smallest_dtype(CharTokenizer.from_text(text).vocab_size) == torch.int16
     cjk = [c for c in text if "\u4e00" <= c <= "\u9fff"]
     assert len(cjk) / len(text) > 0.5
     assert "\r" not in text and not text.startswith("\ufeff")
@@ -250,43 +243,6 @@ def test_char_dataset_works_with_a_data_loader():
     assert torch.equal(xs + 1, ys)
 
 
-# --- padding and masks ---------------------------------------------------------
-
-
-def test_pad_sequences_pads_right_and_masks_the_padding():
-    padded, mask = pad_sequences([[5, 6, 7], [8], [9, 10]], pad_id=-1)
-    assert padded.tolist() == [[5, 6, 7], [8, -1, -1], [9, 10, -1]]
-    assert mask.dtype == torch.bool
-    assert mask.tolist() == [[True] * 3, [True, False, False], [True, True, False]]
-    assert padded.dtype == torch.long
-
-
-def test_pad_sequences_needs_a_sequence():
-    with pytest.raises(UserError):
-        pad_sequences([])
-
-
-@pytest.mark.parametrize("causal", [True, False])
-def test_attention_mask_matches_its_definition(causal):
-    _, mask = pad_sequences([[1, 2, 3, 4], [5, 6], [7, 8, 9]])
-    allowed = attention_mask(mask, causal=causal)
-    B, T = mask.shape
-    assert allowed.shape == (B, T, T)
-    for b in range(B):
-        for i in range(T):
-            for j in range(T):
-                expected = bool(mask[b, j]) and (j <= i or not causal)
-                assert bool(allowed[b, i, j]) == expected, (b, i, j)
-
-
-def test_attention_mask_never_lets_a_query_see_padding_or_the_future():
-    _, mask = pad_sequences([[1, 2, 3], [4]])
-    allowed = attention_mask(mask)
-    assert not allowed[1, :, 1:].any()  # keys 1 and 2 of sequence 1 are padding
-    assert not allowed[0].triu(diagonal=1).any()  # nothing above the diagonal
-    assert torch.equal(allowed[0], torch.ones(3, 3, dtype=torch.bool).tril())  # its whole past
-
-
 # --- Corpus --------------------------------------------------------------------
 
 
@@ -333,48 +289,40 @@ def test_corpus_load_with_a_given_tokenizer(tiny_corpus):
         Corpus.load(str(tiny_corpus), tokenizer=small)
 
 
-# --- encode_tensor -------------------------------------------------------------
+# --- encode_compact ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("text", ["hello world", "你好，世界！hello 🐍\n", "\x00\t\uffff\U0010ffff", ""])
-def test_encode_tensor_gives_the_ids_of_encode(text, monkeypatch):
+def test_encode_compact_gives_the_ids_of_encode(text, monkeypatch):
     tok = CharTokenizer.from_text(text + "z")
-    for chunk in (CharTokenizer.CHUNK, 1, 3):  # chunk boundaries anywhere
-        monkeypatch.setattr(CharTokenizer, "CHUNK", chunk)
-        ids = tok.encode_tensor(text)
+    for chunk in (compact.CHUNK, 1, 3):  # chunk boundaries anywhere
+        monkeypatch.setattr(compact, "CHUNK", chunk)
+        ids = encode_compact(tok, text)
         assert ids.shape == (len(text),)
-        assert ids.tolist() == tok.encode(text)
+        assert ids.tolist() == tok.encode(text) == torch.tensor(tok.encode(text)).tolist()
         assert tok.decode(ids) == text
 
 
 @pytest.mark.parametrize("size, dtype", [(1, torch.uint8), (256, torch.uint8),
                                          (257, torch.int16), (32768, torch.int16),
                                          (32769, torch.int32)])
-def test_encode_tensor_uses_the_smallest_dtype_that_holds_every_id(size, dtype):
+def test_encode_compact_uses_the_smallest_dtype_that_holds_every_id(size, dtype):
     tok = CharTokenizer(chr(0x4E00 + i) for i in range(size))
-    assert tok.dtype == dtype
-    ids = tok.encode_tensor(tok.chars[-1] + tok.chars[0])
+    assert smallest_dtype(tok.vocab_size) == dtype
+    ids = encode_compact(tok, tok.chars[-1] + tok.chars[0])
     assert ids.dtype == dtype
     assert ids.tolist() == [size - 1, 0]  # the largest id fits
 
 
-def test_encode_tensor_names_an_unknown_character():
-    tok = CharTokenizer.from_text("hello")
-    with pytest.raises(UserError) as e:
-        tok.encode_tensor("help")
-    assert "'p' at position 3" in str(e.value)
-    assert str(e.value).startswith("1 unknown character not in the vocabulary of 4")
-
-
-@pytest.mark.parametrize("chunk", [CharTokenizer.CHUNK, 4])
-def test_encode_tensor_fails_with_the_same_message_as_encode(chunk, monkeypatch):
-    monkeypatch.setattr(CharTokenizer, "CHUNK", chunk)
+@pytest.mark.parametrize("chunk", [compact.CHUNK, 4])
+def test_encode_compact_fails_with_the_same_message_as_encode(chunk, monkeypatch):
+    monkeypatch.setattr(compact, "CHUNK", chunk)
     tok = CharTokenizer.from_text("abc")
     for text in ["abcx", "xabc", "a🐍b你c", "ab" + "0123456789XYZ" + "c" * 20 + "!"]:
         with pytest.raises(UserError) as expected:
             tok.encode(text)
         with pytest.raises(UserError) as got:
-            tok.encode_tensor(text)
+            encode_compact(tok, text)
         assert str(got.value) == str(expected.value)
 
 

@@ -10,8 +10,8 @@ from conftest import TINY_TEXT
 
 from stage2_bigram.data import get_batch
 from stage2_bigram.errors import UserError
-from stage2_bigram.harness import param_breakdown
 from stage2_bigram.model import LanguageModel, ModelConfig, sample_next
+from stage2_bigram.report import param_breakdown
 from stage2_bigram.tokenizer import CharTokenizer
 
 

@@ -20,8 +20,8 @@ from conftest import TINY_TEXT, assert_user_error
 
 import stage3_attention
 from stage3_attention.checkpoint import load_model, save_checkpoint
-from stage3_attention.harness import param_breakdown
 from stage3_attention.model import LanguageModel, ModelConfig
+from stage3_attention.report import param_breakdown
 from stage3_attention.tokenizer import CharTokenizer
 
 train_cli = importlib.import_module("stage3_attention.train")
@@ -288,11 +288,12 @@ def test_the_stage_prints_what_it_teaches_and_its_commands(capsys):
     about, commands = capsys.readouterr().out.split("\n\nCommands (each has --help):\n")
     assert about == stage3_attention.__doc__.strip()
     assert about.startswith("Stage 3: one head of causal self-attention.")
-    assert commands.splitlines() == [
+    lines = commands.splitlines()
+    assert lines[0].split()[2] == "stage3_attention.bpe"
+    assert lines[1:] == [
         "  python -m stage3_attention.buildup    From averaging the past to self-attention, "
         "in four steps",
         "  python -m stage3_attention.sample     Generate text from a trained checkpoint",
-        "  python -m stage3_attention.torchrun   torchrun with a clean Ctrl-C",
         "  python -m stage3_attention.train      Train this stage's model and save it",
         "  python -m stage3_attention.visualize  Look inside a trained model with figures",
     ]

@@ -22,7 +22,6 @@ from torch.nn import functional as F
 
 from stage3_attention import visualize
 from stage3_attention.errors import UserError
-from stage3_attention.harness import param_breakdown
 from stage3_attention.model import (
     POSITIONS,
     Head,
@@ -32,6 +31,7 @@ from stage3_attention.model import (
 )
 from stage3_attention.plots import LABELS
 from stage3_attention.prompts import default_prompt
+from stage3_attention.report import param_breakdown
 from stage3_attention.tokenizer import CharTokenizer
 from stage3_attention.visualize import attention_figure, attention_layer_figures, attention_maps
 

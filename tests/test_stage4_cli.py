@@ -20,11 +20,11 @@ import pytest
 import torch
 from conftest import TINY_TEXT, StopAfter, assert_user_error, read_log
 
-from stage4_block import harness
+from stage4_block import harness, report
 from stage4_block.checkpoint import load_model, save_checkpoint
 from stage4_block.errors import UserError
-from stage4_block.harness import param_breakdown
 from stage4_block.model import LanguageModel, ModelConfig
+from stage4_block.report import param_breakdown
 from stage4_block.tokenizer import CharTokenizer
 from stage4_block.variants import MultiHeadAttention, VariantConfig, VariantModel, build_model
 
@@ -149,7 +149,7 @@ def test_heads_form_trains_samples_without_dropout_and_visualizes(capsys, tmp_pa
 
 def no_figures(mp: pytest.MonkeyPatch) -> None:
     """The PNGs are checked above and end to end; in the runs below they only cost time."""
-    mp.setattr(harness, "plot_losses", lambda history, path, title="": Path(path))
+    mp.setattr(report, "plot_losses", lambda history, path, title="": Path(path))
     mp.setattr(train_cli, "attention_figure", lambda model, tok, prompt, path: Path(path))
 
 

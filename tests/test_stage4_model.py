@@ -1,5 +1,5 @@
 """Stage 4: multi-head attention in two forms, the MLP, residuals, LayerNorm, blocks, and
-the variants of the block (variants.py) and the fast dropout (fast.py).
+the variants of the block (variants.py).
 
 What the stage teaches, checked as behaviour:
 
@@ -8,8 +8,8 @@ What the stage teaches, checked as behaviour:
   the weights: the same output, attention and gradients, for a head and for a whole model;
 - blocks keep the shape, stay causal, and a pre-LN block with silent branches is the identity;
 - the parameter count follows the formula 12 C^2 + 10 C per block (harness.param_breakdown);
-- LayerNorm gives zero mean and unit variance; dropout only acts while training, and
-  FastDropout drops a fraction p and keeps the expectation;
+- LayerNorm gives zero mean and unit variance; dropout only acts while training, on the
+  attention weights as well as on each branch's output;
 - the model trains, and bad configurations are a ``UserError`` that says what is wrong;
 - build_model gives the taught LanguageModel when no switch is set and a VariantModel
   otherwise, and each switch (--norm post/none, --no-residual, --no-mlp, --attention heads)
@@ -26,8 +26,6 @@ import torch
 from torch.nn import functional as F
 
 from stage4_block.errors import UserError
-from stage4_block.fast import FastDropout, bit_dropout, use_fast_dropout
-from stage4_block.harness import param_breakdown
 from stage4_block.model import (
     ACTIVATIONS,
     MLP,
@@ -36,6 +34,7 @@ from stage4_block.model import (
     LanguageModel,
     ModelConfig,
 )
+from stage4_block.report import param_breakdown
 from stage4_block.variants import (
     ATTENTIONS,
     NORMS,
@@ -421,13 +420,10 @@ def test_layernorm_gives_zero_mean_and_unit_variance_per_position():
     assert torch.allclose(y, manual, atol=1e-5)
 
 
-@pytest.mark.parametrize("fast", [False, True], ids=["nn.Dropout", "FastDropout"])
 @pytest.mark.parametrize("attention", ATTENTIONS)
-def test_dropout_acts_only_in_training_mode(attention, fast):
+def test_dropout_acts_only_in_training_mode(attention):
     torch.manual_seed(10)
     model = build_model(config(dropout=0.3, attention=attention))
-    if fast:
-        use_fast_dropout(model)
     idx = torch.randint(11, (2, 8))
     model.train()
     a, b = model(idx)[0], model(idx)[0]
@@ -460,54 +456,6 @@ def test_zero_dropout_trains_like_it_evaluates(attention):
     a = model(idx)[0]
     model.eval()
     assert torch.equal(a, model(idx)[0])
-
-
-@pytest.mark.parametrize("p", [0.1, 0.5])
-def test_fast_dropout_drops_p_of_the_elements_and_keeps_the_expectation(p):
-    drop = FastDropout(p).train()
-    torch.manual_seed(0)
-    x = torch.ones(1_000_003)  # not a multiple of 4: the last 64-bit draw is cut
-    y = drop(x)
-    assert abs((y == 0).float().mean().item() - p) < 0.003
-    scale = 65536 / (65536 - round(p * 65536))  # 1 / (1 - p'), p' = p rounded to 1/65536
-    kept = y[y != 0]
-    assert torch.equal(kept, torch.full_like(kept, scale))
-    assert abs(y.mean().item() - 1.0) < 0.01
-    torch.manual_seed(0)
-    assert torch.equal(drop(x), y), "seeded: the same mask"
-    assert not torch.equal(drop(x), y), "the next call draws a new mask"
-    assert torch.equal(drop.eval()(x), x)
-    assert torch.equal(FastDropout(0.0).train()(x), x)
-    torch.manual_seed(0)
-    assert torch.equal(bit_dropout(x, p), y)  # FastDropout on a CPU is bit_dropout
-
-
-def test_fast_dropout_gradient_is_the_mask_times_the_scale():
-    drop = FastDropout(0.3).train()
-    x = torch.randn(4, 5, 7, requires_grad=True)
-    y = drop(x)
-    y.sum().backward()
-    scale = 65536 / (65536 - round(0.3 * 65536))
-    torch.testing.assert_close(x.grad, (y != 0).float() * scale)
-    torch.testing.assert_close(y, x.detach() * (y != 0) * scale)
-
-
-@pytest.mark.parametrize("attention", ATTENTIONS)
-def test_use_fast_dropout_swaps_every_dropout_and_keeps_p(attention):
-    model = build_model(config(dropout=0.2, attention=attention))
-    before = [(n, m.p) for n, m in model.named_modules() if isinstance(m, torch.nn.Dropout)]
-    # Per block: attention weights (one per head in the heads form), output, MLP.
-    n_attn = 4 if attention == "heads" else 1
-    assert len(before) == 2 * (n_attn + 2)
-    idx = torch.randint(11, (2, 8), generator=torch.Generator().manual_seed(1))
-    model.eval()
-    reference = model(idx)[0]
-    assert use_fast_dropout(model) is model
-    after = [(n, m.p) for n, m in model.named_modules() if isinstance(m, torch.nn.Dropout)]
-    assert after == before
-    assert all(type(m) is FastDropout for m in model.modules() if isinstance(m, torch.nn.Dropout))
-    model.eval()  # (the new modules start in training mode, whatever the model's mode was)
-    assert torch.equal(model(idx)[0], reference)  # the weights are untouched
 
 
 # --- bad configurations -------------------------------------------------------------------

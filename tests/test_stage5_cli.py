@@ -17,8 +17,8 @@ from conftest import TINY_TEXT, assert_user_error, finish, module_env, start_mod
 from stage5_gpt import sample as S
 from stage5_gpt import train as T
 from stage5_gpt.checkpoint import load_checkpoint, load_model
-from stage5_gpt.harness import param_breakdown
 from stage5_gpt.model import GPT, GPTConfig
+from stage5_gpt.report import param_breakdown
 
 PROMPT = "the "
 TOKENS = 20
@@ -63,7 +63,7 @@ def test_train_cli_prints_breakdown_and_writes_every_file(cli):
     vocab = sorted(set(TINY_TEXT))
     parts = param_breakdown(GPT(GPTConfig(vocab_size=len(vocab), **MODEL)))
     assert list(parts) == ["transformer.wte", "transformer.wpe", "transformer.h",
-                           "transformer.ln_f", "lm_head", "total"]
+                           "transformer.ln_f", "total"]  # lm_head is wte: tied
     assert f"stage5_gpt: {parts['total']:,} parameters, vocab {len(vocab)}" in run.stdout
     for name, n in parts.items():
         assert re.search(rf"^  {re.escape(name)}\s+{n:,}$", run.stdout, re.M), (name, run.stdout)
@@ -173,7 +173,7 @@ TRAIN_DEFAULTS = T.build_parser().parse_args([])
     (T, [f"optimizer steps in total (default: {TRAIN_DEFAULTS.max_iters})",
          f"peak learning rate (default: {TRAIN_DEFAULTS.lr})",
          "--resume", "--tie-weights", "(default: gelu)", "--min-lr", "--dtype", "--preset"]),
-    (S, ["characters to generate (default: 300)", "(default: 1.0)", "--top-k",
+    (S, ["tokens to generate (characters, for this course's models) (default: 300)", "(default: 1.0)", "--top-k",
          "most likely (default: all of them)"]),
 ])
 def test_help_shows_defaults(capsys, module, expected):

@@ -19,8 +19,9 @@ import pytest
 import torch
 from conftest import TINY_TEXT, StopAfter, assert_same, module_env, read_log, start_module
 
-from stage5_gpt import fast
+from stage5_gpt import checkpoint, precision
 from stage5_gpt import harness as H
+from stage5_gpt import report as R
 from stage5_gpt import train as T
 from stage5_gpt.checkpoint import load_checkpoint, load_model, save_checkpoint
 from stage5_gpt.errors import UserError
@@ -51,7 +52,7 @@ REAL_STOP_FLAG = H.StopFlag
 
 def no_figures(mp: pytest.MonkeyPatch) -> None:
     """The PNGs are checked end to end in test_stage5_cli; here they only cost time."""
-    mp.setattr(H, "plot_losses", lambda history, path, title="": Path(path))
+    mp.setattr(R, "plot_losses", lambda history, path, title="": Path(path))
     mp.setattr(T, "attention_figure", lambda model, tok, prompt, path: Path(path))
 
 
@@ -123,7 +124,8 @@ def test_optimizer_groups_decay_matrices_only(tie, bias):
     assert ("lm_head.weight" in decayed) is not tie  # tied: it *is* wte.weight
     free = {names[id(p)] for p in no_decay["params"]}
     assert "transformer.ln_f.weight" in free
-    assert ("lm_head.bias" in free) is bias
+    assert ("transformer.h.0.attn.c_attn.bias" in free) is bias
+    assert not any(name.startswith("lm_head.bias") for name in names.values())  # GPT-2's: none
 
 
 # --------------------------------------------------------------------------- resume
@@ -193,7 +195,7 @@ def test_ctrl_c_saves_a_resumable_checkpoint(interrupted):
     ckpt = load_checkpoint(out / "ckpt.pt")
     assert ckpt["step"] == n and ckpt["args"]["max_iters"] == 1_000_000
     assert all(torch.isfinite(t).all() for t in ckpt["model"].values())
-    assert set(H.RESUME_KEYS) <= set(ckpt)
+    assert set(checkpoint.RESUMABLE) <= set(ckpt)
     assert [r["step"] for r in read_log(out)] == [0, n]
 
 
@@ -433,26 +435,29 @@ def test_min_lr_equal_to_lr_is_a_constant_rate_after_warmup(tmp_path, tiny_corpu
 # --------------------------------------------------------------------------- GPU paths on a CPU
 
 
-def test_the_fused_attention_route_trains_the_same_model(tmp_path, tiny_corpus, monkeypatch):
+def test_the_flash_kernel_trains_the_same_model(tmp_path, tiny_corpus, monkeypatch):
     """What a GPU runs (F.scaled_dot_product_attention) changes how the model runs, not what
-    it computes: trained through either route, the model is the same (dropout off)."""
+    it computes: trained with the flash kernel or the written math, the model is the same
+    (dropout off)."""
+    from stage5_gpt import model as model_module
     no_figures(monkeypatch)
     flags = ("--max-iters", 6, "--dropout", 0, "--dtype", "float32", "--lr", 1e-2)
-    plain, _ = run(tiny_args(tiny_corpus, tmp_path / "batched", *flags))
+    plain, _ = run(tiny_args(tiny_corpus, tmp_path / "math", *flags))
     calls = []
-    real = fast.attention
+    sdpa = model_module.F.scaled_dot_product_attention
 
-    def fused(q, k, v, dropout_p=0.0, route=None):
-        calls.append(route)
-        return real(q, k, v, dropout_p, route="fused")
+    def flash(*args, **kwargs):
+        calls.append(kwargs)
+        return sdpa(*args, **kwargs)
 
-    monkeypatch.setattr(fast, "attention", fused)
-    other, _ = run(tiny_args(tiny_corpus, tmp_path / "fused", *flags))
-    assert calls and set(calls) == {None}  # the model asked for no route: fused was forced
+    monkeypatch.setattr(model_module, "FLASH_DEVICES", ("cpu",))  # as on a GPU
+    monkeypatch.setattr(model_module.F, "scaled_dot_product_attention", flash)
+    other, _ = run(tiny_args(tiny_corpus, tmp_path / "flash", *flags))
+    assert calls and all(c["is_causal"] for c in calls)
     assert other["steps"] == plain["steps"] == 6
     assert other["val_loss"] == pytest.approx(plain["val_loss"], abs=1e-4)
-    a = load_checkpoint(tmp_path / "batched" / "ckpt.pt")["model"]
-    b = load_checkpoint(tmp_path / "fused" / "ckpt.pt")["model"]
+    a = load_checkpoint(tmp_path / "math" / "ckpt.pt")["model"]
+    b = load_checkpoint(tmp_path / "flash" / "ckpt.pt")["model"]
     assert a.keys() == b.keys()
     for k in a:
         torch.testing.assert_close(a[k], b[k], atol=1e-4, rtol=1e-3)
@@ -473,30 +478,30 @@ def test_bfloat16_training_follows_float32_closely(tmp_path, tiny_corpus, monkey
 
 
 def test_auto_precision_is_a_timed_choice_on_a_cpu():
-    fast.bfloat16_is_fast.cache_clear()
+    precision.bfloat16_is_fast.cache_clear()
     try:
-        assert fast.bfloat16_is_fast("mps") is False
-        is_fast = fast.bfloat16_is_fast("cpu")  # measured: either answer is right on some CPU
-        assert isinstance(is_fast, bool) and fast.bfloat16_is_fast("cpu") is is_fast  # cached
+        assert precision.bfloat16_is_fast("mps") is False
+        is_fast = precision.bfloat16_is_fast("cpu")  # measured: either answer is right on some CPU
+        assert isinstance(is_fast, bool) and precision.bfloat16_is_fast("cpu") is is_fast  # cached
         before = torch.random.get_rng_state()
-        fast.bfloat16_is_fast.cache_clear()
-        fast.bfloat16_is_fast("cpu")
+        precision.bfloat16_is_fast.cache_clear()
+        precision.bfloat16_is_fast("cpu")
         assert torch.equal(torch.random.get_rng_state(), before), "it used the global RNG"
         # --dtype auto follows the measurement.
-        _, name = fast.autocast("auto", "cpu")
-        assert name == ("bfloat16" if fast.bfloat16_is_fast("cpu") else "float32")
+        _, name = precision.autocast("auto", "cpu")
+        assert name == ("bfloat16" if precision.bfloat16_is_fast("cpu") else "float32")
     finally:
-        fast.bfloat16_is_fast.cache_clear()
+        precision.bfloat16_is_fast.cache_clear()
 
 
 def test_autocast_names_the_precision_of_each_setting():
-    context, name = fast.autocast("bfloat16", "cpu")
+    context, name = precision.autocast("bfloat16", "cpu")
     assert name == "bfloat16"
     with context:
         y = torch.randn(4, 8) @ torch.randn(8, 3)
     assert y.dtype == torch.bfloat16
     for dtype, device in (("float32", "cpu"), ("float32", "mps"), ("auto", "mps")):
-        context, name = fast.autocast(dtype, device)
+        context, name = precision.autocast(dtype, device)
         assert name == "float32", (dtype, device)
         with context:
             assert (torch.randn(4, 8) @ torch.randn(8, 3)).dtype == torch.float32
@@ -505,24 +510,17 @@ def test_autocast_names_the_precision_of_each_setting():
 @pytest.mark.parametrize("device", ["mps", "xla:0"])
 def test_autocast_refuses_bfloat16_on_other_devices(device):
     with pytest.raises(UserError) as e:
-        fast.autocast("bfloat16", device)
+        precision.autocast("bfloat16", device)
     assert str(e.value) == (f"--dtype bfloat16 is for a CPU or a CUDA GPU, not {device}; "
                             "use --dtype float32 (or auto).")
 
 
 def test_bfloat16_on_a_device_without_it_is_a_one_line_error(tmp_path, tiny_corpus, monkeypatch,
                                                             capsys):
-    """The model is on the CPU; the run then reports an Apple GPU, as on a Mac: the trainer
+    """The model is on the CPU; the precision is chosen as on a Mac's Apple GPU: the trainer
     must stop with autocast's message before the first training step."""
     no_figures(monkeypatch)
-    real_start = T.Run.start
-
-    def start(self, model, optimizer):
-        net = real_start(self, model, optimizer)
-        self.device = "mps"
-        return net
-
-    monkeypatch.setattr(T.Run, "start", start)
+    monkeypatch.setattr(H, "autocast", lambda dtype, device: precision.autocast(dtype, "mps"))
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as e:
         T.main(tiny_args(tiny_corpus, out, "--dtype", "bfloat16"))

@@ -252,7 +252,7 @@ def test_bad_prompt_for_the_figures_is_a_user_error(tiny, tmp_path, prompt, frag
 
 @pytest.mark.parametrize(
     ("prompt", "fragment"),
-    [("", "at least 2 characters"), ("t", "at least 2 characters"),
+    [("", "at least one character"), ("t", "at least 2 characters"),
      ("the cat sat on the mat.", "block_size=20"), ("the dog", "'d'")],
 )
 def test_bad_prompt_for_the_lens_is_a_user_error(tiny, tmp_path, prompt, fragment):

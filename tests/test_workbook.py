@@ -122,9 +122,8 @@ def test_every_exercise_target_exists_and_can_be_cut():
         span = W.exercise_span(source, ex)
         lines = source.splitlines(keepends=True)
         fn_first = (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1
-        if not ex.snippet:
-            assert span == (fn_first, fn.end_lineno)
-            assert W.rough_span(lines, ex.qualname) == span, ex.id
+        assert span == (fn_first, fn.end_lineno)
+        assert W.rough_span(lines, ex.qualname) == span, ex.id
         assert W.with_solution(holed, ex) == source, ex.id
 
 

@@ -2,35 +2,39 @@
 
     python tools/bench.py                 # every section, at the trainers' default sizes
     python tools/bench.py --threads 1 --steps 50 --json out/bench.json
-    python tools/bench.py --sections ce   # only sections (c) and (e)
+    python tools/bench.py --sections bd   # only sections (b) and (d)
     python tools/bench.py --quick         # one tiny model per section: a smoke run
+    python tools/bench.py --sections f --gpt2 FOLDER   # (f) with OpenAI's own GPT-2 files
 
 Each section races a speed-up against the plain version it replaces, on the same
 weights and batches; "vs" is the ratio of their tokens/s (above 1: faster).
 
-(a) Stage 4's FastDropout (fast.use_fast_dropout, as train.py calls it) against
-    nn.Dropout, in a stage-4 model at its train.py defaults (dropout 0.1).
-(b) Stage 4's batched CausalSelfAttention (model.py) against the head-by-head
+(a) Stage 4's batched CausalSelfAttention (model.py) against the head-by-head
     MultiHeadAttention of variants.py (--attention heads).
-(c) Stage 5's fast.attention by its "batched" route (a CPU's default) and its "fused"
-    one (F.scaled_dot_product_attention) against model.py's math (the path a trace
-    takes): training, and evaluation (a forward pass under torch.no_grad).
-(d) Stage 5's --dtype: a bfloat16 autocast forward pass against float32; it pays
-    only where fast.bfloat16_is_fast says so (and --dtype auto then takes it).
-(e) Stage 5's KV cache: greedy generation with and without it, which must give the
+(b) Stage 5's attention by PyTorch's fused kernel (F.scaled_dot_product_attention,
+    what model.py's FLASH_DEVICES runs on a GPU) against the written math that a CPU
+    runs: training, and evaluation (a forward pass under torch.no_grad).
+(c) Stage 5's --dtype: a bfloat16 autocast forward pass against float32; it pays
+    only where bfloat16_is_fast says so (and --dtype auto then takes it).
+(d) Stage 5's KV cache: greedy generation with and without it, which must give the
     same tokens (up to block_size: past it the cache restarts from the last half
     window while the no-cache path slides).
-(f) The trainers' thread choice (harness.pick_threads, timed once as a run starts)
+(e) The trainers' thread choice (harness.pick_threads, timed once as a run starts)
     against each count it chooses from, on a quiet machine and with another process
     keeping one core busy.
+(f) GPT-2 small in stage 5's GPT (--init-from): the seconds to load it, the memory
+    the process then holds at most, and tokens/s of greedy generation with and
+    without the KV cache, in a fresh process. --gpt2 FOLDER reads OpenAI's files;
+    without it a stand-in of the same sizes and layout is written first (random
+    weights, a made-up vocabulary of 50,257 tokens): the same work, other numbers.
 
-(a)-(d) and (f) time training steps (forward, backward and the trainer's AdamW step;
+(a)-(c) and (e) time training steps (forward, backward and the trainer's AdamW step;
 no clipping, no schedule) of models built as the trainers build them (train.py's
-defaults and model_config, FastDropout but in (a)'s plain row), on random token ids
-(vocabulary 65, like the English corpus). After untimed warmup steps the variants of
-a section take turns for --repeats rounds of --steps steps (one generation in (e)),
-so that a busy machine slows them alike; each figure is the median round, and "±"
-half the spread between the slowest and fastest round (a large one: a busy machine).
+defaults and model_config), on random token ids (vocabulary 65, like the English
+corpus). After untimed warmup steps the variants of a section take turns for
+--repeats rounds of --steps steps (one generation in (d)), so that a busy machine
+slows them alike; each figure is the median round, and "±" half the spread between
+the slowest and fastest round (a large one: a busy machine).
 """
 
 from __future__ import annotations
@@ -48,7 +52,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from unittest import mock
 
@@ -58,10 +61,10 @@ if str(REPO_ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from stage4_block import fast as fast4  # noqa: E402
 from stage4_block import train as train4  # noqa: E402
 from stage4_block import variants  # noqa: E402
 from stage5_gpt import fast as fast5  # noqa: E402
+from stage5_gpt import model as model5  # noqa: E402
 from stage5_gpt import train as train5  # noqa: E402
 from stage5_gpt.cli import non_negative_int, positive_int  # noqa: E402
 from stage5_gpt.harness import pick_threads  # noqa: E402
@@ -74,7 +77,6 @@ GENERATE = "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256"  # ng-video-le
 TINY_TOKENS = 40  # generated in (e) with --quick: past block_size, where the cache restarts
 # Another process keeping one core busy; it also stops by itself once bench.py is gone.
 BUSY_LOOP = "import os\nwhile os.getppid() == {parent}:\n    for _ in range(100_000): pass"
-ATTENTION = fast5.attention  # (c) pins its route
 
 
 @dataclass
@@ -126,7 +128,7 @@ def stage4_model(a: argparse.Namespace, **switches) -> torch.nn.Module:
 
 def stage5_model(a: argparse.Namespace) -> GPT:
     torch.manual_seed(0)
-    return fast5.use_fast_dropout(GPT(train5.model_config(a, VOCAB)))
+    return GPT(train5.model_config(a, VOCAB))
 
 
 def batches(a: argparse.Namespace):
@@ -158,13 +160,14 @@ def job(model: torch.nn.Module, a: argparse.Namespace, forward=None, train: bool
     return Job(step, a.batch_size * a.block_size, threads)
 
 
-def stage5_forward(model: GPT, route: str | None = None, dtype: str = "float32"):
-    """``model``'s loss as stage 5's train.py computes it with --dtype ``dtype``, with
-    fast.attention's ``route`` pinned ("math": model.py's math, which a trace takes)."""
+def stage5_forward(model: GPT, flash: bool = False, dtype: str = "float32"):
+    """``model``'s loss as stage 5's train.py computes it with --dtype ``dtype``; with
+    ``flash``, attention takes the fused kernel a GPU takes (FLASH_DEVICES)."""
+    devices = ("cpu",) if flash else model5.FLASH_DEVICES
+
     def forward(x, y):
-        with (fast5.autocast(dtype, "cpu")[0],
-              mock.patch.object(fast5, "attention", partial(ATTENTION, route=route))):
-            return model(x, y, trace=[] if route == "math" else None)[1]
+        with fast5.autocast(dtype, "cpu")[0], mock.patch.object(model5, "FLASH_DEVICES", devices):
+            return model(x, y)[1]
     return forward
 
 
@@ -181,23 +184,12 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-def bench_dropout(args: argparse.Namespace) -> dict:
-    a = trainer_args(train4, args)
-    say(f"\n(a) stage 4 fast.py: FastDropout vs nn.Dropout (dropout {a.dropout}), training, "
-        f"{size(a)}")
-    plain = stage4_model(a)
-    r = race({"nn.Dropout": job(plain, a),
-              "FastDropout": job(fast4.use_fast_dropout(copy.deepcopy(plain)), a)}, args)
-    table(["dropout", "tokens/s", "vs nn.Dropout"], [[k, *cells(v)] for k, v in r.items()])
-    return {"config": size(a), "dropout": a.dropout, "results": r}
-
-
 def bench_heads(args: argparse.Namespace) -> dict:
     a = trainer_args(train4, args)
-    say("\n(b) stage 4: batched multi-head attention (model.py) vs head by head "
+    say("\n(a) stage 4: batched multi-head attention (model.py) vs head by head "
         f"(variants.py, --attention heads), training, {size(a)}")
-    heads = fast4.use_fast_dropout(stage4_model(a, attention="heads"))
-    batched = fast4.use_fast_dropout(stage4_model(a))
+    heads = stage4_model(a, attention="heads")
+    batched = stage4_model(a)
     n = [sum(p.numel() for p in m.parameters()) for m in (heads, batched)]
     assert n[0] == n[1], f"the two forms should hold the same weights: {n}"
     r = race({"heads (variants.py)": job(heads, a),
@@ -206,32 +198,33 @@ def bench_heads(args: argparse.Namespace) -> dict:
     return {"config": size(a), "params": n[0], "results": r}
 
 
-def bench_routes(args: argparse.Namespace) -> dict:
+def bench_flash(args: argparse.Namespace) -> dict:
     a = trainer_args(train5, args)
-    say(f"\n(c) stage 5: fast.attention's routes vs model.py's math (a trace), dropout "
-        f"{a.dropout}, {size(a)}: training, and evaluation (no_grad forward)")
-    routes = {"math (model.py)": "math", "batched (CPU default)": "batched", "fused": "fused"}
+    say(f"\n(b) stage 5: attention by PyTorch's fused kernel (FLASH_DEVICES, a GPU's) vs the "
+        f"written math (a CPU's), dropout {a.dropout}, {size(a)}: training, and evaluation "
+        "(no_grad forward)")
+    kinds = {"math (model.py, CPU)": False, "fused kernel (GPU)": True}
     base = stage5_model(a)
-    models = {k: (copy.deepcopy(base), route) for k, route in routes.items()}
-    train = race({k: job(m, a, stage5_forward(m, r)) for k, (m, r) in models.items()}, args)
-    evals = race({k: job(m, a, stage5_forward(m, r), train=False)
-                  for k, (m, r) in models.items()}, args)
+    models = {k: (copy.deepcopy(base), flash) for k, flash in kinds.items()}
+    train = race({k: job(m, a, stage5_forward(m, f)) for k, (m, f) in models.items()}, args)
+    evals = race({k: job(m, a, stage5_forward(m, f), train=False)
+                  for k, (m, f) in models.items()}, args)
     table(["attention", "train tokens/s", "vs math", "eval tokens/s", "vs math"],
-          [[k, *cells(train[k]), *cells(evals[k])] for k in routes])
+          [[k, *cells(train[k]), *cells(evals[k])] for k in kinds])
     return {"config": size(a), "train": train, "eval": evals}
 
 
 def bench_dtype(args: argparse.Namespace) -> dict:
     a = trainer_args(train5, args)
-    say(f"\n(d) stage 5 --dtype: bfloat16 autocast vs float32, training, {size(a)}")
+    say(f"\n(c) stage 5 --dtype: bfloat16 autocast vs float32, training, {size(a)}")
     m32 = stage5_model(a)
     m16 = copy.deepcopy(m32)
     r = race({"float32": job(m32, a, stage5_forward(m32, dtype="float32")),
               "bfloat16": job(m16, a, stage5_forward(m16, dtype="bfloat16"))}, args)
     table(["--dtype", "tokens/s", "vs float32"], [[k, *cells(v)] for k, v in r.items()])
     fast = fast5.bfloat16_is_fast("cpu")
-    say("fast.bfloat16_is_fast('cpu') is True: this CPU multiplies bfloat16 fast, so --dtype "
-        "auto trains in bfloat16 here" if fast else "fast.bfloat16_is_fast('cpu') is False: "
+    say("bfloat16_is_fast('cpu') is True: this CPU multiplies bfloat16 fast, so --dtype "
+        "auto trains in bfloat16 here" if fast else "bfloat16_is_fast('cpu') is False: "
         "this CPU has no fast bfloat16 (no AVX512-BF16 or AMX), so --dtype auto trains in "
         "float32 here")
     return {"config": size(a), "bfloat16_is_fast": fast, "results": r}
@@ -240,7 +233,7 @@ def bench_dtype(args: argparse.Namespace) -> dict:
 def bench_cache(args: argparse.Namespace) -> dict:
     a = trainer_args(train5, args, GENERATE)
     n, T = (TINY_TOKENS if args.quick else args.gen_tokens), a.block_size
-    say(f"\n(e) stage 5 KV cache: {n} greedy tokens from a 1-character prompt, without and "
+    say(f"\n(d) stage 5 KV cache: {n} greedy tokens from a 1-character prompt, without and "
         f"with, L{a.n_layer} H{a.n_head} C{a.n_embd} T{T}")
     model = stage5_model(a).eval()
     prompt, out = torch.zeros((1, 1), dtype=torch.long), {}
@@ -281,7 +274,7 @@ def bench_threads(args: argparse.Namespace) -> dict:
     a, top = trainer_args(train5, args), args.threads
     counts = sorted({1, top} | {2 ** i for i in range(1, 8) if 2 ** i < top})  # pick_threads's
     label = {n: f"{n} thread{'s' * (n > 1)}" for n in counts}
-    say(f"\n(f) thread choice: harness.pick_threads vs fixed counts, stage-5 training, {size(a)}")
+    say(f"\n(e) thread choice: harness.pick_threads vs fixed counts, stage-5 training, {size(a)}")
     base = stage5_model(a)
     x, y = next(batches(a))
 
@@ -311,9 +304,93 @@ def bench_threads(args: argparse.Namespace) -> dict:
     return {"config": size(a), "busy_pid": pid, "quiet": quiet, "busy": busy}
 
 
-SECTIONS = {"a": ("fast_dropout", bench_dropout), "b": ("attention_forms", bench_heads),
-            "c": ("attention_routes", bench_routes), "d": ("dtype", bench_dtype),
-            "e": ("kv_cache", bench_cache), "f": ("threads", bench_threads)}
+# A fresh process loads GPT-2 and generates, so that its memory is GPT-2's alone.
+GPT2_CHILD = """
+import json, resource, sys, time, torch
+from stage5_gpt.gpt2 import load_gpt2
+from pathlib import Path
+torch.set_num_threads({threads})
+t0 = time.perf_counter()
+model, tokenizer = load_gpt2(Path({folder!r}))
+load_s = time.perf_counter() - t0
+prompt = torch.tensor([tokenizer.encode("Hello, I'm a language model,")])
+rates = {{}}
+for cache in (True, False):
+    model.generate(prompt, 2, temperature=0, use_cache=cache)  # warm up
+    t0 = time.perf_counter()
+    model.generate(prompt, {tokens}, temperature=0, use_cache=cache)
+    rates[cache] = {tokens} / (time.perf_counter() - t0)
+print(json.dumps({{"load_s": load_s, "peak_rss_mb": resource.getrusage(
+    resource.RUSAGE_SELF).ru_maxrss / 1024, "params": sum(p.numel() for p in model.parameters()),
+    "prompt_tokens": prompt.shape[1], "cache": rates[True], "no_cache": rates[False]}}))
+"""
+
+
+def gpt2_stand_in(folder: Path) -> Path:
+    """GPT-2 small's files, made up: its config, random weights in its safetensors layout
+    (Conv1D matrices (in, out)), and a vocabulary of 256 bytes and 50,000 merges of two
+    of them plus <|endoftext|>: what load_gpt2 reads, at GPT-2's sizes."""
+    from safetensors.torch import save_file
+
+    from stage5_gpt.bpe import bytes_to_unicode
+    from stage5_gpt.gpt2 import SMALL, TRANSPOSED
+    from stage5_gpt.model import GPTConfig
+
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    state = GPT(GPTConfig(**SMALL)).state_dict()
+    state = {k: (v.T if k.endswith(TRANSPOSED) else v).contiguous() for k, v in state.items()
+             if k != "lm_head.weight"}
+    save_file(state, folder / "model.safetensors")
+    config = {"vocab_size": SMALL["vocab_size"], "n_positions": SMALL["block_size"],
+              "n_layer": SMALL["n_layer"], "n_head": SMALL["n_head"], "n_embd": SMALL["n_embd"],
+              "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5}
+    (folder / "config.json").write_text(json.dumps(config))
+    chars = list(bytes_to_unicode().values())
+    merges = [(chars[i % 256], chars[i // 256]) for i in range(50_000)]
+    vocab = {c: i for i, c in enumerate(chars)} | {a + b: 256 + i for i, (a, b) in enumerate(merges)}
+    vocab["<|endoftext|>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges),
+                                       encoding="utf-8")
+    return folder
+
+
+def bench_gpt2(args: argparse.Namespace) -> dict:
+    import tempfile
+
+    tokens = 8 if args.quick else args.gpt2_tokens
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.gpt2:
+            folder, what = args.gpt2, f"OpenAI's files in {args.gpt2}"
+        else:
+            try:
+                folder = gpt2_stand_in(Path(tmp) / "gpt2")
+            except ImportError:
+                say("\n(f) GPT-2 small: skipped, it needs the safetensors package "
+                    "(pip install -e '.[gpt2]')")
+                return {"skipped": "no safetensors"}
+            what = "a stand-in of GPT-2 small's sizes and layout (random weights)"
+        say(f"\n(f) GPT-2 small in stage 5's GPT, {what}: load, memory, {tokens} greedy tokens "
+            f"after an 8-token prompt, {args.threads} threads, a fresh process")
+        code = GPT2_CHILD.format(threads=args.threads, folder=str(folder), tokens=tokens)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    if proc.returncode:
+        say(f"failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else '?'}")
+        return {"failed": proc.stderr[-2000:]}
+    r = json.loads(proc.stdout.splitlines()[-1])
+    table(["GPT-2 small", "figure"],
+          [["parameters", f"{r['params']:,}"], ["load (s)", f"{r['load_s']:.1f}"],
+           ["peak memory (MB)", f"{r['peak_rss_mb']:,.0f}"],
+           ["tokens/s, KV cache", f"{r['cache']:.1f}"],
+           ["tokens/s, no cache", f"{r['no_cache']:.1f}"]])
+    return {"source": "openai" if args.gpt2 else "stand-in", "tokens": tokens, **r}
+
+
+SECTIONS = {"a": ("attention_forms", bench_heads), "b": ("flash", bench_flash),
+            "c": ("dtype", bench_dtype), "d": ("kv_cache", bench_cache),
+            "e": ("threads", bench_threads), "f": ("gpt2", bench_gpt2)}
 
 
 def cpu_model() -> str:
@@ -336,13 +413,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--sections", default="".join(SECTIONS), help="the sections to run, e.g. ce")
     p.add_argument("--threads", type=positive_int, default=2,
-                   help="torch.set_num_threads; in (f), the most threads tried")
+                   help="torch.set_num_threads; in (e), the most threads tried")
     p.add_argument("--steps", type=positive_int, default=30, help="timed steps per round")
     p.add_argument("--warmup", type=non_negative_int, default=5,
                    help="untimed steps before the first round")
     p.add_argument("--repeats", type=positive_int, default=3,
                    help="timed rounds; the median is reported")
-    p.add_argument("--gen-tokens", type=positive_int, default=500, help="tokens generated in (e)")
+    p.add_argument("--gen-tokens", type=positive_int, default=500, help="tokens generated in (d)")
+    p.add_argument("--gpt2", type=Path, default=None, metavar="FOLDER",
+                   help="(f): a folder with OpenAI's GPT-2 small (config.json, model.safetensors, "
+                        "vocab.json, merges.txt) instead of a stand-in")
+    p.add_argument("--gpt2-tokens", type=positive_int, default=50, help="tokens generated in (f)")
     p.add_argument("--quick", action="store_true",
                    help=f"one tiny model per section ({TINY}): a smoke run")
     p.add_argument("--json", type=Path, default=None, metavar="PATH",

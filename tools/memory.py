@@ -3,6 +3,10 @@
     python tools/memory.py                      # a 50 MB file: the built-in English corpus repeated
     python tools/memory.py --size-mb 200        # a bigger one
     python tools/memory.py --data big.txt       # an existing UTF-8 file
+    python tools/memory.py --plain              # the lesson's torch.tensor(tok.encode(text)) instead
+
+``Corpus.load`` encodes with ``encode_compact`` (stage1_data/compact.py); ``--plain``
+measures the same load with the lesson's one line in its place, for the comparison.
 
 The load runs in a fresh Python process. After it has imported torch and the
 stage, and before it loads, it resets the kernel's peak-RSS counter (VmHWM in
@@ -40,6 +44,8 @@ def status(key):
                 return int(line.split()[1]) * 1024  # kB -> bytes
 
 data = importlib.import_module(sys.argv[1] + ".data")
+if sys.argv[4] == "1":  # --plain: the lesson's encoding, a Python list and an int64 tensor
+    data.encode_compact = lambda tok, text: torch.tensor(tok.encode(text))
 if sys.argv[3] == "1":
     data.Corpus.load("en")
 try:  # "5" resets VmHWM to the current RSS (Linux >= 4.0)
@@ -69,10 +75,12 @@ def make_corpus(path: Path, size: int, source: Path) -> None:
         f.write(unit[:left].decode("utf-8", errors="ignore").encode("utf-8"))
 
 
-def measure(path: Path, stage: str = "stage1_data", warm_up: bool = False) -> dict:
+def measure(path: Path, stage: str = "stage1_data", warm_up: bool = False,
+            plain: bool = False) -> dict:
     """Load ``path`` with ``stage``'s ``Corpus.load`` in a fresh process; sizes in bytes."""
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    run = subprocess.run([sys.executable, "-c", CHILD, stage, str(path), str(int(warm_up))],
+    run = subprocess.run([sys.executable, "-c", CHILD, stage, str(path), str(int(warm_up)),
+                          str(int(plain))],
                          env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     if run.returncode != 0:
         raise SystemExit(f"loading {path} failed:\n{run.stderr}")
@@ -100,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="load the built-in corpus first, leaving out the fixed cost of a first load")
     parser.add_argument("--max-ratio", type=float,
                         help="exit with status 1 when the peak is above this many times the file size")
+    parser.add_argument("--plain", action="store_true",
+                        help="encode with torch.tensor(tokenizer.encode(text)), not encode_compact")
     parser.add_argument("--json", action="store_true", help="print the measurement as JSON")
     args = parser.parse_args(argv)
     if not Path("/proc/self/status").is_file():
@@ -110,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         if path is None:
             path = Path(tmp) / "corpus.txt"
             make_corpus(path, int(args.size_mb * MB), args.source)
-        r = measure(path, args.stage, args.warm_up)
+        r = measure(path, args.stage, args.warm_up, args.plain)
 
     if args.json:
         print(json.dumps(r))

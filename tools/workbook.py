@@ -79,7 +79,7 @@ HEAVY = ("tests/test_stage1_data.py::test_loading_a_big_corpus_takes_at_most_fou
 @dataclass(frozen=True)
 class Exercise:
     id: str  # "3.2": stage 3, exercise 2
-    target: str  # "model.py:Head.forward", or "model.py:GPT.__init__#init": a snippet section in it
+    target: str  # "model.py:Head.forward": the function whose body is cut
     title: str
     title_zh: str
     read: str  # the heading of the section of docs/<stage>.md to read
@@ -104,13 +104,8 @@ class Exercise:
 
     @property
     def qualname(self) -> str:
-        """The function whose body is cut, or that holds the section that is cut."""
-        return self.target.split(":")[1].split("#")[0]
-
-    @property
-    def snippet(self) -> str | None:
-        """The snippet section cut out of the function, if not its whole body."""
-        return self.target.partition("#")[2] or None
+        """The function whose body is cut."""
+        return self.target.split(":")[1]
 
     @property
     def anchor(self) -> str:
@@ -180,10 +175,11 @@ EXERCISES = (
              "前置层归一化的块（含残差连接）", "Layer normalisation", "层归一化",
              "pre-LN: x + attn(ln_1(x)), then x + mlp(ln_2(x)): LayerNorm on the branch's "
              "input, the residual adds the branch's output to x itself"),
-    Exercise("5.1", "model.py:GPT.__init__#init", "GPT-2's initialisation",
+    Exercise("5.1", "model.py:GPT.init_weights", "GPT-2's initialisation",
              "GPT-2 的初始化", "Initialisation", "初始化",
-             "tie lm_head.weight to wte.weight when config.tie_weights; self.apply("
-             "self._init_weights); then every c_proj.weight ~ N(0, 0.02 / sqrt(2 * n_layer))"),
+             "tie lm_head.weight to wte.weight when config.tie_weights; then over "
+             "named_parameters: every c_proj.weight ~ N(0, 0.02 / sqrt(2 * n_layer)), every "
+             "other matrix ~ N(0, 0.02), every bias 0 (LayerNorm gains stay 1)"),
     Exercise("5.2", "train.py:get_lr", "warmup, then cosine decay",
              "先预热，再余弦衰减", "Warmup, then cosine decay", "先预热，再余弦衰减",
              "linear warmup lr * (step + 1) / warmup_iters; cosine from lr to min_lr until "
@@ -220,41 +216,22 @@ def find_function(tree: ast.Module, qualname: str) -> ast.FunctionDef | None:
     return node if isinstance(node, ast.FunctionDef) else None
 
 
-def section_lines(lines: list[str], name: str, start: int, end: int) -> tuple[int, int] | None:
-    """0-based indices of the ``--8<-- [start:name]`` line (in lines start..end: the
-    function's) and of the ``[end:name]`` line after it (a comment, maybe past the end)."""
-    def find(kind: str, lo: int, hi: int) -> int | None:
-        pattern = rf"\s*# --8<-- \[{kind}:{re.escape(name)}\]\s*"
-        return next((i for i in range(lo, hi) if re.fullmatch(pattern, lines[i])), None)
-
-    first = find("start", start, min(end, len(lines)))
-    last = None if first is None else find("end", first, len(lines))
-    return None if last is None else (first, last)
-
-
 def cut(source: str, ex: Exercise) -> str:
     """``source`` with the code of exercise ``ex`` replaced by its ``raise NotImplementedError``."""
     lines = source.splitlines(keepends=True)
     fn = find_function(ast.parse(source), ex.qualname)
     if fn is None:
         raise WorkbookError(f"exercise {ex.id}: no {ex.qualname} in {ex.package}/{ex.file}")
-    if ex.snippet:
-        where = section_lines(lines, ex.snippet, fn.lineno, fn.end_lineno)
-        if where is None:
-            raise WorkbookError(f"exercise {ex.id}: no section {ex.snippet!r} in {ex.qualname}")
-        first, last = where[0] + 1, where[1]  # the lines between the two markers
-        indent = re.match(r"\s*", lines[where[0]]).group(0)
-    else:
-        body = fn.body
-        doc = (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-               and isinstance(body[0].value.value, str))
-        if doc and len(body) == 1:
-            raise WorkbookError(f"exercise {ex.id}: {ex.qualname} has nothing but a docstring")
-        first = body[0].end_lineno if doc else body[0].lineno - 1  # 0-based: after the docstring
-        last = fn.end_lineno  # 0-based exclusive
-        indent = " " * body[0].col_offset
-        if body[0].lineno == fn.lineno:
-            raise WorkbookError(f"exercise {ex.id}: {ex.qualname} is written on one line")
+    body = fn.body
+    doc = (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+           and isinstance(body[0].value.value, str))
+    if doc and len(body) == 1:
+        raise WorkbookError(f"exercise {ex.id}: {ex.qualname} has nothing but a docstring")
+    first = body[0].end_lineno if doc else body[0].lineno - 1  # 0-based: after the docstring
+    last = fn.end_lineno  # 0-based exclusive
+    indent = " " * body[0].col_offset
+    if body[0].lineno == fn.lineno:
+        raise WorkbookError(f"exercise {ex.id}: {ex.qualname} is written on one line")
     return "".join(lines[:first] + [f"{indent}{ex.hole_line()}\n"] + lines[last:])
 
 
@@ -341,7 +318,7 @@ def rough_span(lines: list[str], qualname: str) -> tuple[int, int] | None:
 
 def exercise_span(text: str, ex: Exercise) -> tuple[int, int] | None:
     """0-based [first, last) of the lines that hold exercise ``ex`` in ``text``: its whole
-    ``def`` with decorators, or, for a snippet, the lines between the two markers."""
+    ``def`` with decorators."""
     lines = text.splitlines(keepends=True)
     try:
         fn = find_function(ast.parse(text), ex.qualname)
@@ -349,10 +326,7 @@ def exercise_span(text: str, ex: Exercise) -> tuple[int, int] | None:
             (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1, fn.end_lineno)
     except SyntaxError:
         span = rough_span(lines, ex.qualname)
-    if span is None or not ex.snippet:
-        return span
-    where = section_lines(lines, ex.snippet, span[0], span[1])
-    return None if where is None else (where[0] + 1, where[1])
+    return span
 
 
 def solution_text(ex: Exercise) -> str:
@@ -961,19 +935,12 @@ def _solution_variant(ex: Exercise, module, owner, learner_text: str):
     fn = find_function(ast.parse(learner_text), ex.qualname)
     fn_first = (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1
     own = "".join(learner_lines[fn_first:fn.end_lineno])
-    span = exercise_span(learner_text, ex) if ex.snippet else None
-    if ex.snippet and span is not None:  # the learner's function with the solution's section
-        section = solution_lines(ex)
-        same = same_code("".join(learner_lines[span[0]:span[1]]), "".join(section))
-        source = "".join(learner_lines[fn_first:span[0]] + section + learner_lines[span[1]:fn.end_lineno])
-        first, filename = fn_first + 1, module.__file__
-    else:  # the solution's whole function
-        text = solution_text(ex)
-        sol = find_function(ast.parse(text), ex.qualname)
-        sol_first = (sol.decorator_list[0].lineno if sol.decorator_list else sol.lineno) - 1
-        source = "".join(text.splitlines(keepends=True)[sol_first:sol.end_lineno])
-        same = same_code(own, source)
-        first, filename = sol_first + 1, str(ROOT / ex.package / ex.file)
+    text = solution_text(ex)  # the solution's whole function
+    sol = find_function(ast.parse(text), ex.qualname)
+    sol_first = (sol.decorator_list[0].lineno if sol.decorator_list else sol.lineno) - 1
+    source = "".join(text.splitlines(keepends=True)[sol_first:sol.end_lineno])
+    same = same_code(own, source)
+    first, filename = sol_first + 1, str(ROOT / ex.package / ex.file)
     _missing_globals(ex, module)
     made = _compile_function(source, first, filename, name, vars(module), cls)
     return (made.__func__ if isinstance(made, (staticmethod, classmethod)) else made), same

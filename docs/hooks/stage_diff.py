@@ -2,7 +2,7 @@
 two stage folders of the repository root, of every ``*.py`` (but in ``__pycache__/``, ``corpus/``) or
 of FILE: a table (per file: new, changed or removed, lines added and removed, :func:`why_changed`),
 the identical files, a ``<details>`` per file (``model.py``, ``train.py`` open), one ``diff`` fence per
-hunk; a hunk adding lines to a snippet section the page includes links to the heading above it.
+hunk; a hunk adding lines to a definition the page includes (includes.py) links to the heading above it.
 A folder or file that does not exist fails the build."""
 
 import ast
@@ -12,14 +12,14 @@ import json
 import re
 from pathlib import Path
 
+from includes import definition  # the sibling hook: MkDocs puts this folder on sys.path
 from mkdocs.exceptions import PluginError
 
 StageDiffError = PluginError  # a marker is malformed, or names a folder or file that does not exist
 MARKER_RE = re.compile(r"^[ \t]*<!--[ \t]*stage-diff:[ \t]*([^>]*?)[ \t]*-->[ \t]*$")
 FENCE_RE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 HEADING_RE = re.compile(r"^#{1,6}[ \t]+(.+?)(?:[ \t]*\{[^}]*\})?[ \t]*#*[ \t]*$")  # minus {#id}
-INCLUDE_RE = re.compile(r"""^[ \t]*--8<--[ \t]+["']([^"':]+:[\w-]+)["']""")
-SECTION_RE = re.compile(r"--8<--\s*\[(start|end):([\w-]+)\]")
+INCLUDE_RE = re.compile(r"""^[ \t]*--8<--[ \t]+["']([^"':]+\.py:[\w.]+)["']""")
 PARAGRAPH_RE = re.compile(r'<p class="stage-diff-explained">([^<]*)(.*?)</p>', re.DOTALL)
 LINK_RE = re.compile(r'<a class="stage-diff-link" data-section="([^"]*)" data-heading="([^"]*)"')
 OPEN_FILES = {"model.py", "train.py"}  # the files that carry a stage's idea: shown open
@@ -82,7 +82,7 @@ def _outside_code(markdown: str) -> list[tuple[str, bool]]:
     return out
 
 def page_includes(markdown: str) -> dict[str, str]:
-    """``"stage3_attention/model.py:head"`` -> the heading above that snippet include."""
+    """``"stage3_attention/model.py:Head"`` -> the heading above that include."""
     found, heading = {}, ""
     for line, outside in _outside_code(markdown):
         if outside and (h := HEADING_RE.match(line)):
@@ -91,15 +91,25 @@ def page_includes(markdown: str) -> dict[str, str]:
             found.setdefault(m[1], heading)
     return found
 
+def _spans(path: Path | None, file: str, includes: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """The lines (first, last) of each definition of ``file`` the page includes."""
+    spans = {}
+    for key in includes if path else ():
+        where, _, name = key.rpartition(":")
+        if where == file:
+            try:
+                spans[key] = definition(path, name)[:2]
+            except (KeyError, SyntaxError):
+                pass
+    return spans
+
 def _links(hunk: str, file: str, path: Path | None, includes: dict[str, str]) -> list[str]:
-    """Placeholder links to the headings above the included sections the hunk adds lines to."""
-    lines = path.read_text(encoding="utf-8").splitlines() if path else []
-    marks = {m.groups(): n for n, line in enumerate(lines, 1) if (m := SECTION_RE.search(line))}
+    """Placeholder links to the headings above the included definitions the hunk adds lines to."""
     m = re.search(r"^@@ -\S+ \+(\d+).*\n", hunk, re.MULTILINE)
     in_new = [line for line in hunk[m.end():].split("\n")[:-1] if line[0] != "-"]  # as in the new file
     added = [int(m[1]) + i for i, line in enumerate(in_new) if line[0] == "+"]  # their line numbers
-    shown = [f"{file}:{name}" for (kind, name), start in marks.items() if kind == "start"
-             and any(start < n < marks.get(("end", name), 0) for n in added)]  # the sections it touches
+    shown = [key for key, (first, last) in _spans(path, file, includes).items()
+             if any(first <= n <= last for n in added)]  # the definitions it touches
     headings = {includes[key]: key for key in shown if key in includes}  # one link per heading
     return [f'<a class="stage-diff-link" data-section="{html.escape(key)}" data-heading="{html.escape(h)}" '
             f'href="#">{html.escape(h)}</a>' for h, key in headings.items()]

@@ -208,19 +208,13 @@
     return y;
   }
 
-  // erfc by its Chebyshev fit (Numerical Recipes, erfcc): fractional error below 1.2e-7.
-  function erfc(x) {
-    const z = Math.abs(x), t = 1 / (1 + 0.5 * z);
-    const r = t * Math.exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
-      + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
-      + t * (-0.82215223 + t * 0.17087277)))))))));
-    return x >= 0 ? r : 2 - r;
-  }
-
-  // nn.GELU(): the exact form, x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)); nn.ReLU for "relu".
+  // GELU as GPT-2 computes it (nn.GELU(approximate="tanh")):
+  // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))); nn.ReLU for "relu".
   function activate(x, kind) {
+    const k = Math.sqrt(2 / Math.PI);
     for (let i = 0; i < x.length; i++) {
-      x[i] = kind === "relu" ? Math.max(0, x[i]) : 0.5 * x[i] * (2 - erfc(x[i] / Math.SQRT2));
+      x[i] = kind === "relu" ? Math.max(0, x[i])
+        : 0.5 * x[i] * (1 + Math.tanh(k * (x[i] + 0.044715 * x[i] ** 3)));
     }
     return x;
   }
@@ -230,7 +224,7 @@
   }
 
   // --8<-- [start:attention]
-  // CausalSelfAttention.forward, the explicit path. Returns c_proj(y); pushes the
+  // CausalSelfAttention.forward, on one sequence. Returns c_proj(y); pushes the
   // (n_head, T, T) weights to `maps`.
   function attention(h, T, C, nh, w, p, maps) {
     const hs = C / nh;
@@ -289,9 +283,9 @@
       addInPlace(x, attention(layerNorm(x, T, C, w[p + "ln_1.weight"], w[p + "ln_1.bias"]), T, C, n_head, w, p, maps));
       addInPlace(x, mlp(layerNorm(x, T, C, w[p + "ln_2.weight"], w[p + "ln_2.bias"]), T, C, w, p, activation));
     }
-    // readout: the final LayerNorm and lm_head
+    // readout: the final LayerNorm and lm_head (tied: the token embedding wte itself)
     const hf = layerNorm(x, T, C, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"]);
-    const logits = linear(hf, T, C, w["lm_head.weight"], w["lm_head.bias"], V);
+    const logits = linear(hf, T, C, w["lm_head.weight"] || wte, undefined, V);
     return { logits, maps, T, V };
   }
   // --8<-- [end:forward]

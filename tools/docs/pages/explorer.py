@@ -33,6 +33,8 @@ def export(ckpt_path: Path, out_dir: Path, lang: str, dtype: str = DTYPE) -> dic
     model, tokenizer, ckpt = load_model(ckpt_path)
     tensors, chunks, offset = [], [], 0
     for name, t in model.state_dict().items():
+        if name == "lm_head.weight" and model.config.tie_weights:
+            continue  # tied: the page reads wte for it
         # float32 first (exact), then numpy rounds each value to the nearest float16
         data = t.detach().float().contiguous().numpy().astype(NUMPY[dtype]).tobytes()
         tensors.append({"name": name, "shape": list(t.shape), "offset": offset})
@@ -68,6 +70,7 @@ def load_export(json_path: Path):
     state = {t["name"]: torch.from_numpy(np.frombuffer(
         blob, dtype=dtype, count=int(np.prod(t["shape"])), offset=t["offset"]
     ).astype(np.float32).reshape(t["shape"])) for t in header["tensors"]}
+    state.setdefault("lm_head.weight", state["transformer.wte.weight"])  # tied
     model.load_state_dict(state)
     return model.eval(), header["vocab"], header
 

@@ -1,5 +1,5 @@
 """The troubleshooting page: references/<stage>.json for "is my loss normal?" (each stage's
-reference.py reads it) made from the runs the docs show, their table, what a run prints
+report.py reads it) made from the runs the docs show, their table, what a run prints
 next to them, and the messages of the usual failures."""
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ def settings(run) -> dict:
     """The run's settings as the stage's harness computes them at the end of training."""
     store.require(run)  # the settings hold the corpus' sha256
     train = importlib.import_module(f"{run.stage}.train")
-    reference = importlib.import_module(f"{run.stage}.reference")
-    harness = importlib.import_module(f"{run.stage}.harness")
+    report = importlib.import_module(f"{run.stage}.report")
     data = importlib.import_module(f"{run.stage}.data")
     parser = train.build_parser()
     preset = getattr(parser.parse_known_args(list(run.flags))[0], "preset", None)
@@ -41,7 +40,7 @@ def settings(run) -> dict:
         parser.set_defaults(**train.PRESETS[preset])
     args = parser.parse_args(list(run.flags))
     os.environ["GPT_STAGES_CACHE"] = str(CACHE / "data")  # where the classic corpora are
-    return reference.run_settings(args, harness.resumed_flags(parser), data.load_text(args.data))
+    return report.run_settings(args, train.RESUMED, data.load_text(args.data))
 
 
 def write(page: Page) -> None:

@@ -1,6 +1,7 @@
-"""Is my loss normal? A finished run, compared with the course's reference runs.
+"""What a training run reports: its parts as it starts; its files, and whether its loss is
+normal, when it ends.
 
-``references/<stage>.json`` at the top of the repository holds, for this stage,
+Is my loss normal? ``references/<stage>.json`` at the top of the repository holds, for this stage,
 the results of the runs the course shows (each with the settings that decide its
 numbers) and a tolerance: how far the final val loss moved between seeds. At the
 end of training the harness prints whether this run landed in that range and,
@@ -17,11 +18,73 @@ from pathlib import Path
 
 import torch
 
+from .plots import plot_losses
+
 REFERENCES = Path(__file__).resolve().parents[1] / "references" / f"{__package__}.json"
 GUIDE = "docs/troubleshooting.md"
 
 
-def run_settings(args: argparse.Namespace, flags: list[str], text: str) -> dict:
+def param_breakdown(model: torch.nn.Module) -> dict[str, int]:
+    """Parameter counts by part of the model (``transformer.wte``, ..., ``lm_head``), and
+    the total. A weight that two parts share (tied) counts once, under the first."""
+    parts: dict[str, int] = {}
+    for name, p in model.named_parameters():  # lists a shared tensor only once
+        part = ".".join(name.split(".")[: 2 if name.startswith("transformer.") else 1])
+        parts[part] = parts.get(part, 0) + p.numel()
+    return {**parts, "total": sum(parts.values())}
+
+
+def describe(run, model: torch.nn.Module) -> list[str]:
+    """What trains, as a run starts: the parameters (part by part when there are several),
+    the vocabulary, the data, the device."""
+    c, parts = run.corpus, param_breakdown(model)
+    lines = [f"{__package__}: {parts['total']:,} parameters, vocab {run.vocab_size}, train "
+             f"{len(c.train):,} / val {len(c.val):,} tokens, device {run.device}"]
+    width = max(20, max(map(len, parts)) + 2)
+    return lines + [f"  {name:<{width}}{n:>12,}" for name, n in parts.items() if len(parts) > 2]
+
+
+def sample_text(run) -> str:
+    """``--sample-tokens`` characters after a newline, with dropout off."""
+    tokenizer, model, device = run.corpus.tokenizer, run.model, run.device
+    start = "\n" if "\n" in tokenizer.stoi else tokenizer.chars[0]
+    model.eval()
+    out = model.generate(torch.tensor([tokenizer.encode(start)], device=device),
+                         run.args.sample_tokens,
+                         generator=torch.Generator(device).manual_seed(run.args.seed))
+    model.train()
+    return tokenizer.decode(out[0, 1:].tolist())
+
+
+def write_results(run, losses: dict) -> dict:
+    """A finished run's files (vocab.json, loss.png, metrics.json with a sample), printed
+    with their paths, and whether the loss is normal; returns the metrics."""
+    args, out = run.args, run.out
+    metrics = {
+        "stage": __package__, "data": args.data, "params": run.params, "steps": run.step,
+        "batch_size": args.batch_size, "block_size": args.block_size,
+        "train_loss": losses["train"], "val_loss": losses["val"],
+        "best_val_loss": run.best_val, "best_val_step": run.best_step,
+        "train_seconds": round(run.wall, 2), "interrupted": run.step < args.max_iters,
+    }
+    print(f"best val loss {run.best_val:.4f} at step {run.best_step}; "
+          f"{run.wall:.1f} s of training")
+    run.corpus.tokenizer.save(out / "vocab.json")
+    png = plot_losses(run.history, out / "loss.png", title=f"{__package__} on {run.args.data}")
+    metrics["sample"] = sample_text(run)
+    print(f"\nsample after training:\n{metrics['sample']}\n")
+    (out / "metrics.json").write_text(json.dumps(metrics, ensure_ascii=False, indent=2),
+                                      encoding="utf-8")
+    print(f"checkpoint: {run.ckpt_path} (best: {out / 'best.pt'})\n"
+          f"log:        {out / 'log.jsonl'}\nloss curve: {png}\n"
+          f"metrics:    {out / 'metrics.json'}")
+    settings = run_settings(run.args, run.resumed, run.corpus.text)
+    for line in reference_report(metrics, settings, run.device, bool(run.resume)):
+        print(line)
+    return metrics
+
+
+def run_settings(args: argparse.Namespace, flags: tuple[str, ...], text: str) -> dict:
     """What decides a run's numbers: the flags ``--resume`` restores and --max-iters,
     with the corpus named by the sha256 of its text rather than by --data."""
     settings = {k: getattr(args, k) for k in flags if k != "data"}
@@ -30,7 +93,6 @@ def run_settings(args: argparse.Namespace, flags: list[str], text: str) -> dict:
     return settings
 
 
-# --8<-- [start:differences]
 def differences(settings: dict, ref: dict, data: str) -> list[str]:
     """The flags in which a run's ``settings`` differ from a reference's, as a reader types them."""
     out = []
@@ -43,7 +105,6 @@ def differences(settings: dict, ref: dict, data: str) -> list[str]:
         else:
             out.append(f"--{key.replace('_', '-')} ({here} here, {there} there)")
     return out
-# --8<-- [end:differences]
 
 
 def reference_report(metrics: dict, settings: dict, device: str, resumed: bool = False,
