@@ -14,7 +14,7 @@ from collections import Counter
 import torch
 
 from .data import DATA_HELP, Corpus, check_length, get_batch
-from .errors import UserError
+from .errors import UserError, utf8_output
 
 
 def show(text: str) -> str:
@@ -23,6 +23,7 @@ def show(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    utf8_output()
     parser = argparse.ArgumentParser(
         prog=f"python -m {__package__}",
         description=" ".join(__doc__.split("\n\n")[1].split()),

@@ -78,7 +78,7 @@ from pathlib import Path
 import regex  # not re: re has no \p{L} (any letter) or \p{N} (any digit)
 
 from .data import DATA_HELP, load_text
-from .errors import UserError
+from .errors import UserError, utf8_output
 
 Pair = tuple[int, int]  # two neighbouring token ids
 
@@ -403,6 +403,7 @@ def report(text: str, tok: BPETokenizer, seconds: float, show: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    utf8_output()
     parser = argparse.ArgumentParser(
         prog=f"python -m {__package__}.bpe",
         description="Learn GPT-2's byte-level BPE from a corpus and show what its merges do.",
@@ -411,7 +412,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", default="en", help=DATA_HELP)
     parser.add_argument("--merges", type=int, default=300, help="how many merges to learn")
     parser.add_argument("--show", type=int, default=20, help="how many merges to print")
-    parser.add_argument("--out", metavar="FOLDER", default=None,
+    parser.add_argument("--out", metavar="FOLDER", default=argparse.SUPPRESS,
                         help="save vocab.json and merges.txt (GPT-2's format) in this folder")
     args = parser.parse_args(argv)
     try:
@@ -419,13 +420,13 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         tok = BPETokenizer.train(text, args.merges)
         seconds = time.perf_counter() - start
-        if args.out:
+        if getattr(args, "out", None):
             tok.save(args.out)
     except UserError as e:
         parser.exit(2, f"error: {e}\n")
     print(f"corpus: {args.data}")
     report(text, tok, seconds, args.show)
-    if args.out:
+    if getattr(args, "out", None):
         print(f"\nsaved vocab.json and merges.txt in {args.out}")
 
 

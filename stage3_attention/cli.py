@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .errors import UserError
+from .errors import UserError, utf8_output
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -117,11 +117,15 @@ def check_out_dir(path: Path) -> Path:
 def run_cli(parser: argparse.ArgumentParser, work: Callable[[argparse.Namespace], object],
             argv: list[str] | None = None) -> None:
     """Parse ``argv`` and run ``work(args)``: a ``UserError`` becomes one ``error:`` line
-    and exit code 2; a closed pipe (``... | head``) ends the program quietly."""
+    and exit code 2; a run that Ctrl-C stopped (after saving) exits 130, the shell's code
+    for Ctrl-C, as under torchrun; a closed pipe (``... | head``) ends it quietly."""
+    utf8_output()
     args = parser.parse_args(argv)
     try:
-        work(args)
+        result = work(args)
         sys.stdout.flush()
+        if isinstance(result, dict) and result.get("interrupted"):
+            sys.exit(130)
     except UserError as e:
         parser.exit(2, f"error: {e}\n")
     except BrokenPipeError:

@@ -110,13 +110,13 @@ class Run:
 
     def __init__(self, args: argparse.Namespace, parser: argparse.ArgumentParser,
                  resumed: tuple[str, ...]):
-        self.out = check_out_dir(Path(args.out_dir))
+        self.out, self.bar = check_out_dir(Path(args.out_dir)), None  # bar: while steps() runs
         self.ckpt_path, self.resumed = self.out / "ckpt.pt", resumed
         self.device = pick_device(args.device)
         remove_stale_tmp(self.out)
         self.resume = None
         if args.resume:  # the checkpoint, and the settings it continues with (checkpoint.py)
-            self.resume, args = load_resumable(self.ckpt_path, args, parser, resumed)
+            self.resume, args = load_resumable(self.ckpt_path, args, parser, resumed, self.say)
         self.args = args
         torch.manual_seed(args.seed)
         vocab = CharTokenizer(self.resume["vocab"]) if self.resume else None
@@ -127,7 +127,7 @@ class Run:
         check_length(self.corpus.val, args.block_size, "val")
         self.vocab_size = self.corpus.tokenizer.vocab_size
         self.batches = torch.Generator().manual_seed(args.seed)
-        self.history, self.best_val, self.best_step, self.step, self.bar = [], float("inf"), None, 0, None
+        self.history, self.best_val, self.best_step, self.step = [], float("inf"), None, 0
 
     def say(self, text: str) -> None:
         """Print a line, above the progress bar if there is one."""
@@ -186,9 +186,13 @@ class Run:
         return step % self.args.eval_interval == 0 and not done
 
     def get_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """A random (B, T) batch of inputs and targets from the training text."""
-        return get_batch(self.corpus.train, self.args.batch_size, self.args.block_size,
-                         self.batches, self.device)
+        """A random (B, T) batch of inputs and targets from the training text (to a GPU from
+        pinned memory: the copy runs while the GPU computes)."""
+        x, y = get_batch(self.corpus.train, self.args.batch_size, self.args.block_size,
+                         self.batches)
+        if self.device.startswith("cuda"):
+            return tuple(t.pin_memory().to(self.device, non_blocking=True) for t in (x, y))
+        return x.to(self.device), y.to(self.device)
 
     def save(self, path: Path) -> Path:
         args = {k: str(v) if isinstance(v, Path) else v for k, v in vars(self.args).items()}
@@ -222,7 +226,11 @@ class Run:
                         f"{self.args.lr}).")
 
     def check(self, loss: torch.Tensor) -> None:
-        """The divergence guard: stop on a nan or inf loss, before anything is saved."""
+        """The divergence guard: stop on a nan or inf loss, before anything is saved. Reading
+        a loss waits for a GPU to finish the step: there only every 25th step is read (an
+        evaluation stops a nan in between before it is saved)."""
+        if self.device != "cpu" and self.step % 25:
+            return
         value = loss.item()
         if not math.isfinite(value):
             self.diverged(str(value))

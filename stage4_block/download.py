@@ -12,6 +12,7 @@ import hashlib
 import http.client
 import os
 import ssl
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -55,7 +56,7 @@ def download(url: str, dest: Path, sha256: str, local: str = "--data PATH") -> P
                 f"the download from {url} has sha256 {got}, expected {sha256}; "
                 f"the file was not saved. Try again later, or pass a local copy with {local}."
             )
-        os.replace(tmp, dest)
+        replace(tmp, dest)
     except OSError as e:  # a full disk, or a folder we may not write to
         raise UserError(f"cannot write {tmp} ({e.strerror or e}): free some space, or set "
                         "GPT_STAGES_CACHE to another folder.") from None
@@ -86,6 +87,19 @@ def _fetch(url: str, tmp: Path, name: str, local: str) -> str:
         raise UserError(f"could not download {url}: {why}. Download the file by hand and pass "
                         f"it with {local}, or use a built-in corpus: --data en / --data zh.") from None
     return h.hexdigest()
+
+
+def replace(tmp: Path, dest: Path, tries: int = 20) -> None:
+    """``os.replace(tmp, dest)``, tried again for a second or two while another program
+    holds ``dest`` open (on Windows a virus scanner or an indexer can, for a moment)."""
+    for i in range(tries):
+        try:
+            os.replace(tmp, dest)
+            return
+        except PermissionError:
+            if i == tries - 1:
+                raise
+            time.sleep(0.1)
 
 
 def file_sha256(path: Path) -> str:

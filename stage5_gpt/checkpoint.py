@@ -9,12 +9,14 @@ to stage 3 gets a clear message instead of a wall of missing-key errors.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
+from .download import replace
 from .errors import UserError
 from .model import GPT, GPTConfig
 from .tokenizer import CharTokenizer
@@ -43,7 +45,13 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, tokenizer: CharTok
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         torch.save(payload, tmp)
-        os.replace(tmp, path)
+        replace(tmp, path)
+    except (OSError, RuntimeError) as e:  # a full disk: torch.save raises a RuntimeError
+        tmp.unlink(missing_ok=True)
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"cannot write {path} ({reason}). Is the disk full? Free some space or "
+                        f"give another --out-dir; {path.name} on disk is the last one written "
+                        "whole.") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -98,7 +106,7 @@ RESUMABLE = ("args", "vocab", "optimizer", "rng", "history", "best_val")  # what
 
 
 def load_resumable(path: Path, args: argparse.Namespace, parser: argparse.ArgumentParser,
-                   resumed: tuple[str, ...]) -> tuple[dict, argparse.Namespace]:
+                   resumed: tuple[str, ...], say=print) -> tuple[dict, argparse.Namespace]:
     """What --resume continues: the checkpoint (with the optimizer, the random generators
     and the loss history besides the weights) and the run's settings (resumed_settings)."""
     ckpt = load_checkpoint(path)
@@ -106,11 +114,11 @@ def load_resumable(path: Path, args: argparse.Namespace, parser: argparse.Argume
     if missing:
         raise UserError(f"{path} cannot be resumed: it has no {', '.join(missing)}. Train a new "
                         "run in another --out-dir.")
-    return ckpt, resumed_settings(args, vars(parser.parse_args([])), resumed, ckpt["args"])
+    return ckpt, resumed_settings(args, vars(parser.parse_args([])), resumed, ckpt["args"], say)
 
 
 def resumed_settings(args: argparse.Namespace, defaults: dict, resumed: tuple[str, ...],
-                     saved: dict) -> argparse.Namespace:
+                     saved: dict, say=print) -> argparse.Namespace:
     """The settings a --resume continues with: the checkpoint's for each flag in ``resumed``
     (one given now must agree); --max-iters may change. A new namespace: ``args`` stays."""
     merged = dict(vars(args))
@@ -123,7 +131,7 @@ def resumed_settings(args: argparse.Namespace, defaults: dict, resumed: tuple[st
     if args.max_iters == defaults["max_iters"]:  # not given: finish the run as planned
         merged["max_iters"] = saved["max_iters"]
     elif args.max_iters != saved["max_iters"]:
-        print(f"note: the run was planned for --max-iters {saved['max_iters']}; it now runs to "
+        say(f"note: the run was planned for --max-iters {saved['max_iters']}; it now runs to "
               f"{args.max_iters}, and a schedule over the run's length follows the new one.")
     return argparse.Namespace(**merged)
 
@@ -178,6 +186,8 @@ def remove_stale_tmp(folder: Path) -> list[Path]:
 def _running(pid: int) -> bool:
     if pid == os.getpid():
         return False  # our own leftover from an earlier run in this process
+    if os.name == "nt":  # on Windows, os.kill(pid, 0) would send Ctrl-C to that process
+        return _running_on_windows(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -186,3 +196,16 @@ def _running(pid: int) -> bool:
         return True  # alive, another user's
     return True
 
+
+def _running_on_windows(pid: int, kernel32=None) -> bool:
+    """Whether process ``pid`` is alive, asked of Windows itself (``kernel32``: for tests)."""
+    kernel32 = kernel32 or ctypes.windll.kernel32
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return False  # no such process (or one we may not even look at: not ours)
+    try:
+        code = ctypes.c_ulong()
+        kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
+        return code.value == 259  # STILL_ACTIVE
+    finally:
+        kernel32.CloseHandle(handle)

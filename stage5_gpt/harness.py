@@ -147,7 +147,7 @@ class Run:
 
     def __init__(self, args: argparse.Namespace, parser: argparse.ArgumentParser,
                  resumed: tuple[str, ...]):
-        self.out = check_out_dir(Path(args.out_dir))
+        self.out, self.bar = check_out_dir(Path(args.out_dir)), None  # bar: while steps() runs
         self.ckpt_path, self.resumed = self.out / "ckpt.pt", resumed
         self.rank, self.world, self.device = start_distributed(pick_device(args.device),
                                                                args.batch_size)
@@ -156,7 +156,7 @@ class Run:
             remove_stale_tmp(self.out)
         self.resume = None
         if args.resume:  # the checkpoint, and the settings it continues with (checkpoint.py)
-            self.resume, args = load_resumable(self.ckpt_path, args, parser, resumed)
+            self.resume, args = load_resumable(self.ckpt_path, args, parser, resumed, self.say)
         self.args = args
         torch.manual_seed(args.seed)
         vocab = CharTokenizer(self.resume["vocab"]) if self.resume else None
@@ -167,7 +167,7 @@ class Run:
         check_length(self.corpus.val, args.block_size, "val")
         self.vocab_size = self.corpus.tokenizer.vocab_size
         self.batches = torch.Generator().manual_seed(args.seed)
-        self.history, self.best_val, self.best_step, self.step, self.bar = [], float("inf"), None, 0, None
+        self.history, self.best_val, self.best_step, self.step = [], float("inf"), None, 0
 
     def say(self, text: str) -> None:
         """Print a line (only the first process does), above the progress bar if any."""
@@ -190,8 +190,12 @@ class Run:
                      f"(best val {self.best_val:.4f})")
         for line in describe(self, model):  # report.py: the parameters, part by part
             self.say(line)
+        if self.world > 1:
+            self.say(f"{self.world} processes, each with 1/{self.world} of every batch")
         own = self.args.dtype == "auto" and r and r.get("dtype")  # auto's choice, kept
-        self.precision, self.dtype = autocast(own or self.args.dtype, self.device)
+        self.precision, self.dtype, self.scaler = autocast(own or self.args.dtype, self.device)
+        if r and r.get("scaler"):  # float16: the loss scale the run had found
+            self.scaler.load_state_dict(r["scaler"])
         why = ("the run's own, from ckpt.pt" if own else f"--dtype {self.args.dtype}" + (
             f"; --dtype {self.dtype} repeats this run" if self.args.dtype == "auto" else ""))
         self.say(f"precision: {self.dtype} forward pass ({why})")
@@ -239,13 +243,16 @@ class Run:
         return step % self.args.eval_interval == 0 and not done
 
     def get_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """A random (B, T) batch of inputs and targets from the training text; under
-        torchrun, this process's share of it."""
+        """A random (B, T) batch of inputs and targets from the training text (to a GPU from
+        pinned memory: the copy runs while the GPU computes); under torchrun, this process's
+        share of it."""
         x, y = get_batch(self.corpus.train, self.args.batch_size, self.args.block_size,
-                         self.batches, self.device)
+                         self.batches)
         share = len(x) // self.world
-        lo, hi = self.rank * share, (self.rank + 1) * share
-        return x[lo:hi], y[lo:hi]
+        x, y = (t[self.rank * share:(self.rank + 1) * share] for t in (x, y))
+        if self.device.startswith("cuda"):
+            return tuple(t.pin_memory().to(self.device, non_blocking=True) for t in (x, y))
+        return x.to(self.device), y.to(self.device)
 
     def save(self, path: Path) -> Path:
         args = {k: str(v) if isinstance(v, Path) else v for k, v in vars(self.args).items()}
@@ -253,7 +260,8 @@ class Run:
                                optimizer=self.optimizer.state_dict(), args=args,
                                rng=rng_state(self.batches),
                                history=self.history, best_val=self.best_val,
-                               best_step=self.best_step, threads=self.threads, dtype=self.dtype)
+                               best_step=self.best_step, threads=self.threads, dtype=self.dtype,
+                               scaler=self.scaler.state_dict())
 
     def evaluate(self) -> dict:
         """Estimate the losses, print and log them, keep the best checkpoint and the latest."""
@@ -282,7 +290,11 @@ class Run:
                         f"{self.args.lr}).")
 
     def check(self, loss: torch.Tensor) -> None:
-        """The divergence guard: stop on a nan or inf loss, before anything is saved."""
+        """The divergence guard: stop on a nan or inf loss, before anything is saved. Reading
+        a loss waits for a GPU to finish the step: there only every 25th step is read (an
+        evaluation stops a nan in between before it is saved)."""
+        if self.device != "cpu" and self.step % 25:
+            return
         value = loss.item()
         if not math.isfinite(value):
             self.diverged(str(value))

@@ -28,6 +28,7 @@ from .data import DATA_HELP
 from .errors import UserError
 from .harness import Run
 from .model import ACTIVATIONS, GPT, GPTConfig
+from .precision import DTYPES
 from .presets import PRESETS, presets_help
 from .prompts import default_prompt
 from .visualize import attention_figure
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-iters", type=non_negative_int, default=2000, help="optimizer steps in total")
     g.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda", "mps"], help="where to train")
     g.add_argument("--threads", type=positive_int, default=None, help="CPU threads (default: the fastest count, timed once at the start)")
-    g.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="precision of the forward pass (auto: bfloat16 where this GPU or CPU computes it fast, else float32)")
+    g.add_argument("--dtype", default="auto", choices=DTYPES, help="precision of the forward pass (auto: bfloat16 where this GPU or CPU computes it fast, float16 on another GPU, else float32; see precision.py)")
     g.add_argument("--preset", choices=PRESETS, default=None, help=presets_help())
     g.add_argument("--out-dir", type=Path, default=Path("out") / __package__, help="checkpoints, log and figures go here")
     g.add_argument("--resume", action="store_true", help="continue from OUT_DIR/ckpt.pt exactly where it stopped")
@@ -129,14 +130,17 @@ def train(args: argparse.Namespace) -> dict:
         for group in optimizer.param_groups:
             group["lr"] = get_lr(step, args)  # warmup, then cosine decay
         xb, yb = run.get_batch()  # (B, T) inputs, (B, T) targets
-        with run.precision:  # bfloat16 where this CPU or GPU computes it fast (--dtype)
+        with run.precision:  # 16-bit matrix products where this CPU or GPU is fast at them
             _, loss = net(xb, yb)  # forward: mean cross-entropy over B*T targets
         run.check(loss)  # nan or inf: stop, keeping the last good checkpoint
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # backward: the gradient of the loss for every weight
+        scaler = run.scaler  # float16 only: scales the loss up and the gradients back down
+        scaler.scale(loss).backward()  # backward: the gradient of the loss for every weight
         if args.grad_clip > 0:  # one bad batch cannot throw the weights far
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.grad_clip)
-        optimizer.step()  # move every weight a little against its gradient
+        scaler.step(optimizer)  # move every weight a little against its gradient
+        scaler.update()
     metrics = run.finish()  # final losses, checkpoints, loss.png, metrics.json, a sample
     if run.main:  # under torchrun, only the first process writes files
         prompt = default_prompt(run.corpus.text, min(args.block_size, 24))

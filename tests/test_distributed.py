@@ -112,9 +112,10 @@ def ctrl_c_under(tmp_path, launcher: list[str], out: str) -> tuple[int, str]:
     import time
 
     cmd = [sys.executable, *launcher, "--standalone", "--nproc_per_node", "2", "-m",
-           "stage2_bigram.train", "--data", str(tmp_path / "tiny.txt"), "--out-dir",
+           "stage5_gpt.train", "--data", str(tmp_path / "tiny.txt"), "--out-dir",
            str(tmp_path / out), "--max-iters", "1000000", "--eval-interval", "200",
-           "--batch-size", "4", "--device", "cpu", "--sample-tokens", "0"]
+           "--batch-size", "4", "--device", "cpu", "--sample-tokens", "0", "--n-layer", "1",
+           "--n-embd", "16", "--n-head", "2", "--block-size", "8", "--dtype", "float32"]
     pid, fd = pty.fork()
     if pid == 0:  # the child: the terminal's foreground process, as in a shell
         os.chdir(REPO_ROOT)
@@ -140,15 +141,15 @@ def ctrl_c_under(tmp_path, launcher: list[str], out: str) -> tuple[int, str]:
 
 def test_ctrl_c_under_the_stage_torchrun_ends_like_one_process(tmp_path):
     (tmp_path / "tiny.txt").write_text(TINY_TEXT, encoding="utf-8")
-    code, printed = ctrl_c_under(tmp_path, ["-m", "stage2_bigram.torchrun"], "ddp")
+    code, printed = ctrl_c_under(tmp_path, ["-m", "stage5_gpt.torchrun"], "ddp")
     assert code == 130, printed[-2000:]
     assert printed.count("Ctrl-C: stopping at step") == 1, printed[-2000:]
     assert "Traceback" not in printed and "SignalException" not in printed, printed[-2000:]
     ckpt = torch.load(tmp_path / "ddp" / "ckpt.pt", weights_only=True)
     assert ckpt["step"] >= 200
     resumed = subprocess.run(
-        [sys.executable, "-m", "stage2_bigram.torchrun", "--standalone", "--nproc_per_node", "2",
-         "-m", "stage2_bigram.train", "--data", str(tmp_path / "tiny.txt"), "--out-dir",
+        [sys.executable, "-m", "stage5_gpt.torchrun", "--standalone", "--nproc_per_node", "2",
+         "-m", "stage5_gpt.train", "--data", str(tmp_path / "tiny.txt"), "--out-dir",
          str(tmp_path / "ddp"), "--resume", "--max-iters", str(ckpt["step"] + 10)],
         capture_output=True, text=True, cwd=REPO_ROOT, env=module_env(OMP_NUM_THREADS="1"),
         timeout=300)

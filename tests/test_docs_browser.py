@@ -4,7 +4,8 @@ The site is built once, served from 127.0.0.1, and every page in the nav is open
 with every request to any other host recorded (and failing: no other host name
 resolves). For each page: HTTP 200, no JavaScript errors, math typeset by KaTeX, images
 loaded and each a link to its full-size file, Mermaid diagrams drawn as SVG, no table wider than the page column at
-1280 px, display formulas inside the column (scrolling in their own block where they
+1280 px, no code block wider than its box at 1280 px (a line too long wraps, with a hanging
+indent, on the screen only), display formulas inside the column (scrolling in their own block where they
 are wider), stage diffs as a summary plus one collapsible block per file, diff blocks
 syntax highlighted; then the same pages on a 390 px phone (formulas and tables scroll
 in their own box, the page itself never sideways); then search (English and Chinese,
@@ -357,6 +358,47 @@ async () => {
 }
 """
 
+# Code blocks at 1280 px, as a reader sees them who opens every collapsible block and every
+# tab (the page is put back as it was afterwards): none wider than its box (scrolling
+# sideways hides the ends of the lines, where the shape comments are); a block whose lines
+# wrap indents its continuations (text-indent ... hanging each-line), and what its copy
+# button copies (Material copies innerText, trimmed at the end) is its text as written,
+# no line break added where a line wraps on the screen; no code shrunk below 10 px to fit.
+CODE_FIT_JS = """
+() => {
+  const article = document.querySelector("article.md-content__inner") || document.body;
+  const closed = Array.from(article.querySelectorAll("details:not([open])"));
+  closed.forEach((d) => { d.open = true; });
+  const tabs = document.createElement("style");
+  tabs.textContent = ".tabbed-set > .tabbed-content > .tabbed-block { display: block !important; }";
+  document.head.append(tabs);
+  const blocks = Array.from(article.querySelectorAll("pre > code"));
+  const first = (c) => JSON.stringify(c.textContent.split("\\n")[0].slice(0, 80));
+  const report = { blocks: blocks.length, cut: [], miscopied: [], unindented: [], tiny: [], wrapped: 0 };
+  for (const c of blocks) {
+    const style = getComputedStyle(c);
+    if (c.scrollWidth > c.clientWidth + 1) {
+      report.cut.push(`${first(c)}: ${c.scrollWidth} px in a box of ${c.clientWidth}`);
+    }
+    if (c.innerText.trimEnd() !== c.textContent.trimEnd()) report.miscopied.push(first(c));
+    if (parseFloat(style.fontSize) < 10) report.tiny.push(`${first(c)}: ${style.fontSize}`);
+    const lines = c.textContent.replace(/\\n$/, "").split("\\n").length;
+    const height = c.scrollHeight - parseFloat(style.paddingTop) - parseFloat(style.paddingBottom);
+    if (height > (lines + 0.5) * parseFloat(style.lineHeight)) {  // some line wraps
+      report.wrapped += 1;
+      const indent = style.textIndent;
+      if (!(indent.includes("hanging") && indent.includes("each-line") && parseFloat(indent) > 0)
+          && !c.closest(".wrap")) {  // generated samples (.wrap) are prose
+        report.unindented.push(`${first(c)}: text-indent ${indent}`);
+      }
+    }
+  }
+  tabs.remove();
+  closed.forEach((d) => { d.open = false; });
+  return report;
+}
+"""
+
 MERMAID_DONE_JS = """
 (expected) => {
   const boxes = document.querySelectorAll("div.mermaid");
@@ -412,6 +454,7 @@ def page_reports(context, base_url, site, screenshot_dir):
             else:
                 report["mermaid"] = page.evaluate(MERMAID_REPORT_JS) if expected_mermaid else []
                 report.update(page.evaluate(PAGE_REPORT_JS))
+                report["code"] = page.evaluate(CODE_FIT_JS)
             if screenshot_dir is not None:
                 shot = f"{name}-390.png" if phone else f"{name}.png"
                 page.screenshot(path=str(screenshot_dir / shot), full_page=True)
@@ -497,6 +540,25 @@ def test_chinese_edition_builds(site):
 def test_no_table_is_wider_than_the_page_column(page_reports):
     wide = {md: r["wideTables"] for md, r in page_reports.items() if r["wideTables"]}
     assert not wide, f"tables wider than the page column at 1280 px: {wide}"
+
+
+def test_no_code_block_scrolls_sideways_at_1280(page_reports):
+    """Every `pre > code` of every page, both editions, every collapsible block opened and
+    every tab shown: none is wider than its box at 1280 px (scrollWidth > clientWidth)."""
+    assert sum(r["code"]["blocks"] for r in page_reports.values()) > 100
+    cut = [f"{md}: {block}" for md, r in page_reports.items() for block in r["code"]["cut"]]
+    assert not cut, (f"{len(cut)} code blocks scroll sideways at 1280 px (first line: "
+                     "width):\n" + "\n".join(cut))
+
+
+def test_wrapped_code_hangs_and_copies_as_written(page_reports):
+    """Lines too long for the page wrap, visibly as continuations, and only on the screen."""
+    assert sum(r["code"]["wrapped"] for r in page_reports.values()) > 0, "no line wraps: is it still tested?"
+    for key, what in (("unindented", "wrap without a hanging indent"),
+                      ("miscopied", "copy differently from their text"),
+                      ("tiny", "are set below 10 px")):
+        bad = {md: r["code"][key] for md, r in page_reports.items() if r["code"][key]}
+        assert not bad, f"code blocks that {what} at 1280 px: {bad}"
 
 
 def test_figures_link_to_their_full_size_file(page_reports, context):

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -540,3 +542,38 @@ def test_a_flag_in_inline_code_is_never_split_after_its_hyphens():
     assert out == ('<p>Every flag <code><span class="nobr">--resume</span></code> restores: <code>a '
                    '<span class="nobr">--max-iters</span> 5</code>, not <code>x--y</code> nor '
                    "<pre><code><span>--z</span></code></pre></p>")
+
+
+# ---------------------------------------------------------------------------
+# Code that lives in a page (no stage has it) runs as it stands
+
+
+RUNS_RE = re.compile(r"<!-- runs: [^>]*-->\n(?P<indent>[ \t]*)```python\n(?P<code>.*?)\n(?P=indent)```",
+                     re.DOTALL)
+
+
+def page_programs() -> list[tuple[str, str]]:
+    """(page, code) of every python block a page marks with ``<!-- runs: ... -->``."""
+    found = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for m in RUNS_RE.finditer(page.read_text(encoding="utf-8")):
+            code = textwrap.dedent("\n".join(line.removeprefix(m["indent"])
+                                             for line in m["code"].split("\n")))
+            found.append((page.relative_to(ROOT).as_posix(), code))
+    return found
+
+
+@pytest.mark.parametrize("page, code", page_programs(), ids=lambda v: v if v.endswith(".md") else "")
+def test_page_code_runs_and_prints_what_its_comments_say(page, code):
+    """Each ``print(...)  # WANT`` line of the block prints WANT."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, page, "exec"), {"__name__": "__page__"})  # noqa: S102
+    wants = [line.rsplit("  # ", 1)[1] for line in code.splitlines()
+             if line.startswith("print(") and "  # " in line]
+    assert wants and out.getvalue().splitlines() == wants
+
+
+def test_the_padding_box_of_both_editions_runs():
+    pages = [page for page, _ in page_programs()]
+    assert pages.count("docs/stage1_data.md") == pages.count("docs/zh/stage1_data.md") == 1

@@ -162,31 +162,53 @@ def test_a_remade_folder_repeats_its_numbers_or_replaces_them_from_another_cpu(
         assert store.load(run) == (stored if outcome == "kept" else again)
 
 
+def shows_checkpoint(page: docs.Page, run_id: str) -> None:
+    """A draw (of the test below): it reads a run's checkpoint."""
+    page.folder(next(r for r in page.job.runs if r.id == run_id))
+    page.write("figure.txt", "drawn")
+
+
 def test_a_checkpoint_made_again_elsewhere_remakes_every_page_that_shows_its_run(
         monkeypatch, tmp_path):
-    """make([a]) where job a reads run r's checkpoint: when the cache lacks it and the run,
-    made again on another kind of CPU, ends on other numbers (store.folder), job b, which
-    shows r's numbers, is made too; job c, which does not read r, is not."""
+    """make([a]) where job a draws from run r's checkpoint: when the cache lacks it and the
+    run, made again on another kind of CPU, ends on other numbers (store.folder), job b,
+    which shows r's numbers, is made too; job c, which does not read r, is not. Made again,
+    a keeps its draw: no checkpoint is read."""
     r, other = Run("stage2_bigram", "--data", "en"), Run("stage2_bigram", "--data", "zh")
     monkeypatch.setattr(store, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(docs, "GEN", tmp_path)
-    monkeypatch.setattr(docs, "MANIFEST", tmp_path / "manifest.json")
+    monkeypatch.setattr(store, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(store, "machine", lambda: {"kind": "zen5"})
+    monkeypatch.setattr(docs, "GEN", tmp_path / "gen")
+    monkeypatch.setattr(docs, "MANIFEST", tmp_path / "gen" / "manifest.json")
     for run in (r, other):
-        store.save(run, Stored(command=run.command, key=run.key(), stdout="val 2.3941\n"))
-    made = []
-    jobs = [docs.Job(name, lambda page: made.append(page.job.name), runs=runs, folders=folders)
-            for name, runs, folders in (("a", (r,), (r,)), ("b", (r,), ()), ("c", (other,), ()))]
+        store.save(run, Stored(command=run.command, key=run.key(), stdout="val 2.3941\n",
+                               machine={"kind": "zen3"}))
+    made, read = [], []
+
+    def action(page):
+        made.append(page.job.name)
+        if page.job.draws:
+            page.draw(shows_checkpoint, r.id)
+    jobs = [docs.Job("a", action, runs=(r,), draws=(docs.Draw(shows_checkpoint, r.id, reads=r),)),
+            docs.Job("b", action, runs=(r,)), docs.Job("c", action, runs=(other,))]
     monkeypatch.setattr(docs, "jobs", lambda: jobs)
 
     def remade_elsewhere(run):  # what store.folder does with a run stored on another kind
-        store.save(run, Stored(command=run.command, key=run.key(), stdout="val 2.3942\n"))
+        read.append(run)
+        if not store.cached(run):
+            stored = Stored(command=run.command, key=run.key(), stdout="val 2.3942\n",
+                            machine={"kind": "zen5"})
+            store.save(run, stored)
+            store.run_dir(run).mkdir(parents=True)
+            (store.run_dir(run) / "facts.txt").write_text(store.fingerprint(stored))
+        return store.run_dir(run)
     monkeypatch.setattr(store, "folder", remade_elsewhere)
     docs.make([jobs[0]])
-    assert made == ["a", "b"]
-    monkeypatch.setattr(store, "folder", lambda run: None)  # the cache holds it now
+    assert made == ["a", "b"] and read
     made.clear()
+    read.clear()
     docs.make([jobs[0]])
-    assert made == ["a"] and not docs.stale(jobs[:2])
+    assert made == ["a"] and not read and not docs.stale(jobs[:2])
 
 
 def test_times_set_side_by_side_come_from_one_kind_of_cpu(monkeypatch, tmp_path):
@@ -258,6 +280,8 @@ def test_a_job_that_fails_leaves_its_last_files(monkeypatch, tmp_path):
     """make() writes a job into a fresh folder and swaps it in only when the job ends well."""
     monkeypatch.setattr(docs, "GEN", tmp_path)
     monkeypatch.setattr(docs, "MANIFEST", tmp_path / "manifest.json")
+    monkeypatch.setattr(docs, "jobs", lambda: [])  # no other job to plan around
+    monkeypatch.setattr(store, "machine", lambda: {"kind": "zen5"})
     (tmp_path / "j").mkdir()
     (tmp_path / "j" / "table.md").write_text("last good table\n")
 

@@ -338,6 +338,55 @@ def test_dark_mode_at_1280(playwright_api, base_url, site, blocked, shots):
     assert not errors, errors
 
 
+BIG_MAP_JS = """() => {
+  const canvas = document.querySelector('.gpt-explorer canvas.gx-big'), box = canvas.parentElement;
+  const r = canvas.getBoundingClientRect();
+  return { width: r.width, height: r.height, box: box.clientWidth, scroll: box.scrollWidth,
+           page: document.documentElement.scrollWidth };
+}"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_large_map_fits_its_box(playwright_api, base_url, site, blocked, shots, width):
+    """The large map is never wider than its box (it scrolled sideways in it, block_size
+    characters at 14 px and more being wider than the box), with either model, for the
+    example and for a prompt of block_size characters; at 1280 px its cells stay 12 px or
+    more (the map goes below the small maps when it does not fit beside them), and a row
+    under the pointer (or the finger) is the row the map draws there. Layout only: the
+    export headers (vocabulary, example) are read as they are, current or not."""
+    phone = width < 500
+    ctx = own_context(playwright_api, site, blocked, is_mobile=phone, has_touch=phone,
+                      viewport={"width": width, "height": 844 if phone else 900})
+    page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
+    page.wait_for_function(READY, timeout=TIMEOUT_MS)
+    root = page.locator(".gpt-explorer").first
+    big = root.locator("canvas.gx-big")
+    for lang in ("en", "zh"):
+        if lang == "zh":
+            root.locator(".gx-models input[value=zh]").check()
+            page.wait_for_function(READY)
+        header = json.loads((FOLDER / f"{lang}.json").read_text(encoding="utf-8"))
+        vocab, T = header["vocab"], header["config"]["block_size"]
+        for prompt in (header["example"], corpus_prompt(lang, vocab, T)):
+            root.locator(".gx-prompt").fill(prompt)
+            size = page.evaluate(BIG_MAP_JS)
+            where = f"{lang}, {len(prompt)} characters, {width} px: {size}"
+            assert size["width"] <= size["box"] and size["scroll"] <= size["box"], where
+            assert size["page"] <= width + 1, where
+            if not phone:
+                assert size["width"] >= 12 * len(prompt), f"cells under 12 px: {where}"
+        # The row second from the bottom, as the map's own geometry has it.
+        cell = (size["height"] - 2) / (T + 1.1)  # the tick labels take about 1.1 cells
+        spot = {"x": size["width"] / 2, "y": size["height"] - 2 - 1.5 * cell}
+        big.tap(position=spot) if phone else big.hover(position=spot)
+        readout = root.locator(".gx-bigbox .gx-readout").inner_text()
+        assert f"(position {T - 2})" in readout, (where, readout)
+        if shots:
+            root.locator(".gx-bigbox").screenshot(path=str(shots / f"explorer-big-map-{lang}-{width}.png"))
+    ctx.close()
+    assert not errors, errors
+
+
 def test_every_page_with_an_explorer_draws_it(context, base_url, site):
     """The full page, and the compact version wherever a page includes it."""
     pages = [p for p in sorted(site.glob("*.html")) if 'class="gpt-explorer"' in p.read_text(encoding="utf-8")]

@@ -140,7 +140,8 @@ def test_a_bare_resume_keeps_what_the_run_chose_by_timing(S, tmp_path, tiny_corp
 
     def autocast(dtype, device):  # the timing "chooses" bfloat16 (computing float32 here)
         seen["dtype"] = dtype
-        return contextlib.nullcontext(), "bfloat16" if dtype == "auto" else dtype
+        return (contextlib.nullcontext(), "bfloat16" if dtype == "auto" else dtype,
+                torch.amp.GradScaler("cpu", enabled=False))
 
     try:
         with monkeypatch.context() as mp:

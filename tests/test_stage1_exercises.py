@@ -113,6 +113,31 @@ def test_y_is_x_shifted_by_one():
         f"{(x[0] + 1).tolist()}, got {y[0].tolist()}")
 
 
+def test_the_batch_lands_on_the_device_it_is_given():
+    """Where x and y land, seen without a GPU: PyTorch's "meta" device keeps a tensor's
+    shape and dtype but no values, so a batch moved there (x.to(device)) is on it, and a
+    batch that ignores ``device`` stays on the CPU. With a GPU, "cuda" is checked too."""
+    data = torch.arange(50, dtype=torch.uint8)
+    for device in ["meta"] + (["cuda"] if torch.cuda.is_available() else []):
+        try:
+            x, y = get_batch(data, 4, 8, generator=torch.Generator().manual_seed(0), device=device)
+        except Exception as e:  # noqa: BLE001
+            pytest.fail(f"get_batch(..., device={device!r}) should give a batch on {device}, got "
+                        f"{type(e).__name__}: {e}")
+        where = {"x": x.device.type, "y": y.device.type}
+        if set(where.values()) == {"cpu"}:
+            pytest.fail(f"get_batch(..., device={device!r}) should return x and y on {device}, "
+                        "but both are on the CPU: the device it is given is ignored (move them "
+                        "with x.to(device), whatever the device's name)")
+        for name, kind in where.items():
+            assert kind == device, (
+                f"get_batch(..., device={device!r}) should return x and y on {device}, but "
+                f"{name} is on {kind}: move {name} too")
+        assert x.dtype == torch.long and y.dtype == torch.long and x.shape == (4, 8) == y.shape, (
+            f"on {device} too, x and y should be torch.long of shape (4, 8), got {x.dtype} "
+            f"{tuple(x.shape)} and {y.dtype} {tuple(y.shape)}")
+
+
 def test_every_window_fits_and_every_start_is_drawn():
     T = 6
     for n in (T + 1, T + 2, T + 3):  # the shortest data that fits, and a little longer

@@ -4,12 +4,14 @@ message in plain words, saying what was expected and what came instead."""
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import pytest
 import torch
 from torch.nn import functional as F
 
+from stage2_bigram import model as M
 from stage2_bigram.model import LanguageModel, ModelConfig
 
 V = 6
@@ -85,36 +87,130 @@ def test_loss_has_a_gradient():
 # --------------------------------------------------------------------------- 2.2 stream
 
 
-def test_greedy_follows_the_last_token():
+class TooManyTokens(Exception):
+    """A stream that samples far more tokens than it was asked for: its loop does not end."""
+
+
+class SampleNextSpy:
+    """Stands in for model.sample_next while a stream runs: notes what each call was given
+    (by name, as sample_next would read it) and stops a stream whose loop does not end,
+    after ``limit`` calls, before it fills the time or the memory of the tests."""
+
+    def __init__(self):
+        self.real, self.calls, self.limit = M.sample_next, [], 50
+
+    def __call__(self, *args, **kwargs):
+        try:
+            bound = inspect.signature(self.real).bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"sample_next cannot take these arguments: {e}") from None
+        bound.apply_defaults()
+        self.calls.append(dict(bound.arguments))
+        if len(self.calls) > self.limit:
+            raise TooManyTokens(len(self.calls))
+        return self.real(*args, **kwargs)
+
+
+@pytest.fixture
+def spy(monkeypatch) -> SampleNextSpy:
+    spy = SampleNextSpy()
+    monkeypatch.setattr(M, "sample_next", spy)
+    return spy
+
+
+def sample(spy: SampleNextSpy, run, n: int, what: str):
+    """``run()`` (a generate or a stream asked for ``n`` new tokens), failing in words if
+    its loop does not stop."""
+    spy.limit = len(spy.calls) + 10 * n + 20
+    try:
+        return run()
+    except TooManyTokens:
+        pytest.fail(f"{what}, asked for {n} new tokens, went on sampling (sample_next was called "
+                    f"{10 * n + 20} times and more): its loop should stop after max_new_tokens "
+                    "tokens; does it ever end?")
+
+
+def test_stream_passes_its_settings_on_to_sample_next(spy):
     m = chain()
     prompt = torch.tensor([[0, 3], [5, 1]])
-    out = m.generate(prompt, 5, temperature=0)
+    g = torch.Generator().manual_seed(0)
+    asked = {"temperature": 0.5, "top_k": 2, "generator": g}
+    spy.limit = 40
+    error = None
+    try:
+        list(m.stream(prompt, 3, **asked))
+    except TooManyTokens:
+        pass  # the loop does not end: the next tests say so
+    except Exception as e:  # noqa: BLE001 (what the settings it got made sample_next do)
+        error = e
+    if not spy.calls:
+        pytest.fail("stream should sample each new token with sample_next(logits, temperature, "
+                    "top_k, generator), but it never called sample_next"
+                    + (f" (it raised {type(error).__name__}: {error})" if error else ""))
+    got = spy.calls[0]
+    if (got["temperature"], got["top_k"]) == (2, 0.5):
+        pytest.fail("stream passed temperature and top_k to sample_next the wrong way round "
+                    "(sample_next got temperature=2 and top_k=0.5): sample_next(logits, "
+                    "temperature, top_k, generator)")
+    default = inspect.signature(M.LanguageModel.stream).parameters
+    for name, want in asked.items():
+        value = got[name]
+        if value is want or (name != "generator" and value == want):
+            continue
+        if value is None or value == default[name].default:
+            pytest.fail(f"stream(..., {name}={want!r}) should pass {name} on to sample_next, "
+                        f"but sample_next got {name}={value!r}, its default: {name} was not "
+                        "passed on")
+        pytest.fail(f"stream(..., {name}={want!r}) should pass {name} on to sample_next, but "
+                    f"sample_next got {name}={value!r}: the settings went to the wrong places "
+                    "(sample_next(logits, temperature, top_k, generator))")
+    logits = got["logits"]
+    table = m.token_embedding_table.weight
+    if tuple(logits.shape) != (2, V):
+        pytest.fail(f"sample_next should get the logits of the last position only, (B, "
+                    f"vocab_size) = (2, {V}), got {tuple(logits.shape)} (logits[:, -1, :])")
+    if torch.allclose(logits, table[prompt[:, 0]]) and not torch.allclose(logits, table[prompt[:, -1]]):
+        pytest.fail("sample_next got the logits of the first position, not of the last: only "
+                    "the last position predicts the next token (logits[:, -1, :])")
+    if error is not None:
+        raise error
+
+
+def test_greedy_follows_the_last_token(spy):
+    m = chain()
+    prompt = torch.tensor([[0, 3], [5, 1]])
+    out = sample(spy, lambda: m.generate(prompt, 5, temperature=0), 5, "generate")
     want = torch.tensor([[0, 3, 4, 5, 0, 1, 2], [5, 1, 2, 3, 4, 5, 0]])
     assert out.shape == want.shape, (
-        f"generate(prompt of (2, 2), 5 new) should give (2, 7), got {tuple(out.shape)}")
+        f"generate(prompt of (2, 2), 5 new) should give (2, 7), got {tuple(out.shape)}"
+        + (f": {out.shape[1] - 2} new tokens, not 5 (does the loop run max_new_tokens times?)"
+           if out.dim() == 2 and out.shape[0] == 2 else ""))
     assert torch.equal(out, want), (
         f"greedily (temperature 0) this bigram goes i -> i + 1 from the LAST token of the "
         f"context, growing it by each new token: from [0, 3] expected "
         f"{want[0].tolist()}, got {out[0].tolist()}")
 
 
-def test_stream_yields_each_new_token_once():
+def test_stream_yields_each_new_token_once(spy):
     m = chain()
-    pieces = list(m.stream(torch.tensor([[2]]), 4, temperature=0))
+    pieces = sample(spy, lambda: list(m.stream(torch.tensor([[2]]), 4, temperature=0)), 4,
+                    "stream")
     assert len(pieces) == 4, f"stream(..., max_new_tokens=4) should yield 4 tokens, got {len(pieces)}"
     shapes = [tuple(p.shape) for p in pieces]
     assert all(s == (1, 1) for s in shapes), (
         f"each yielded token should be the new (B, 1) token only, got shapes {shapes}")
     assert [p.item() for p in pieces] == [3, 4, 5, 0], (
         f"from [2] greedily expected 3, 4, 5, 0, got {[p.item() for p in pieces]}")
-    assert list(m.stream(torch.tensor([[2]]), 0)) == [], "max_new_tokens=0 should yield nothing"
+    nothing = sample(spy, lambda: list(m.stream(torch.tensor([[2]]), 0)), 0, "stream")
+    assert nothing == [], f"max_new_tokens=0 should yield nothing, got {len(nothing)} tokens"
 
 
-def test_top_k_one_is_greedy_too():
+def test_top_k_one_is_greedy_too(spy):
     m = chain()
     prompt = torch.zeros(8, 1, dtype=torch.long)
-    out = m.generate(prompt, 12, temperature=1.0, top_k=1,
-                     generator=torch.Generator().manual_seed(0))
+    out = sample(spy, lambda: m.generate(prompt, 12, temperature=1.0, top_k=1,
+                                         generator=torch.Generator().manual_seed(0)),
+                 12, "generate")
     want = torch.arange(13).remainder(V).expand(8, 13)
     assert torch.equal(out, want), (
         "with top_k=1 every step keeps only the likeliest token, so sampling is greedy: "
@@ -122,10 +218,11 @@ def test_top_k_one_is_greedy_too():
         "on to sample_next)")
 
 
-def test_the_generator_decides_the_sample():
+def test_the_generator_decides_the_sample(spy):
     m = chain(strength=0.5)
     prompt = torch.zeros(4, 1, dtype=torch.long)
-    a = m.generate(prompt, 20, generator=torch.Generator().manual_seed(5))
+    a = sample(spy, lambda: m.generate(prompt, 20, generator=torch.Generator().manual_seed(5)),
+               20, "generate")
     torch.manual_seed(123)
     b = m.generate(prompt, 20, generator=torch.Generator().manual_seed(5))
     assert torch.equal(a, b), (
@@ -134,9 +231,11 @@ def test_the_generator_decides_the_sample():
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_generate_keeps_the_prompt(temperature):
+def test_generate_keeps_the_prompt(spy, temperature):
     m = chain()
     prompt = torch.tensor([[4, 1, 2]])
-    out = m.generate(prompt, 3, temperature=temperature, generator=torch.Generator().manual_seed(0))
+    out = sample(spy, lambda: m.generate(prompt, 3, temperature=temperature,
+                                         generator=torch.Generator().manual_seed(0)),
+                 3, "generate")
     assert torch.equal(out[:, :3], prompt), (
         f"generate should return the prompt followed by the new tokens, got {out.tolist()}")

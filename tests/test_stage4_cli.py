@@ -190,7 +190,9 @@ def test_each_switch_trains_saves_and_resumes(switch, capsys, tmp_path, data, mo
     common = [*map(str, TINY_ARGS), "--data", str(data), "--out-dir", str(out),
               "--sample-tokens", "0", "--eval-interval", "2", "--max-iters", "5"]
     ctrl_c_after(monkeypatch, 3)
-    train_cli.main([*common, *flags])
+    with pytest.raises(SystemExit) as e:  # a run Ctrl-C stopped exits 130, once saved
+        train_cli.main([*common, *flags])
+    assert e.value.code == 130
     ctrl_c_after(monkeypatch, None)
     printed = capsys.readouterr().out
     assert "Ctrl-C: stopping at step 3" in printed
@@ -227,7 +229,9 @@ def test_ablation_flags_together_train_resume_and_sample(capsys, tmp_path, data,
     common = [*map(str, TINY_ARGS), "--data", str(data), "--out-dir", str(out),
               "--sample-tokens", "0", "--max-iters", "6"]
     ctrl_c_after(monkeypatch, 4)
-    train_cli.main([*common, "--norm", "none", "--no-residual", "--no-mlp"])
+    with pytest.raises(SystemExit) as e:  # a run Ctrl-C stopped exits 130, once saved
+        train_cli.main([*common, "--norm", "none", "--no-residual", "--no-mlp"])
+    assert e.value.code == 130
     ctrl_c_after(monkeypatch, None)
     model, _, ckpt = load_model(out / "ckpt.pt")
     assert ckpt["step"] == 4

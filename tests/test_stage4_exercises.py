@@ -134,17 +134,87 @@ def test_attention_output_does_not_depend_on_the_future():
         "position may see a later one (the mask, on every head, before the softmax)")
 
 
-def test_attention_dropout_acts_on_the_weights():
-    attn = randomize(CausalSelfAttention(config(dropout=0.5)), 3)
-    attn.resid_dropout = nn.Identity()  # only the dropout on the attention weights is left
+def test_attention_in_eval_mode_drops_nothing():
+    attn = randomize(CausalSelfAttention(config(dropout=0.5)), 3).eval()
     x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        evaluated = attn.eval()(x)
-        torch.manual_seed(0)
-        trained = attn.train()(x)
-    assert not torch.allclose(evaluated, trained), (
-        "in training mode, with dropout=0.5, self.attn_dropout should drop some attention "
-        "weights (apply it to the weights before multiplying by v), but the output did not change")
+        got = attn(x)
+        want, _ = attention(x, attn)
+    if not torch.allclose(got, want, atol=1e-5):
+        pytest.fail("with dropout=0.5, in eval mode (model.eval()) the attention should drop "
+                    "nothing and give c_proj(heads of softmax(q k^T / sqrt(head_size) + mask) v), "
+                    "but its output changed: use the nn.Dropout modules the constructor made, "
+                    "self.attn_dropout and self.resid_dropout (they know the mode; F.dropout "
+                    "drops always, unless given training=self.training)")
+
+
+class Drop(nn.Module):
+    """Stands in for an nn.Dropout in training: notes each tensor it is given, and drops a
+    fixed third of it (scaling the rest by 1.5), the same every time, so that the test knows
+    what a dropout at the right place gives."""
+
+    def __init__(self):
+        super().__init__()
+        self.inputs: list[torch.Tensor] = []
+
+    @staticmethod
+    def apply(t: torch.Tensor) -> torch.Tensor:
+        keep = (torch.arange(t.numel()) % 3 != 1).view(t.shape)
+        return t * keep * 1.5
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        self.inputs.append(t.detach().clone())
+        return self.apply(t)
+
+
+def what_it_got(got: torch.Tensor, known: dict[str, torch.Tensor]) -> str | None:
+    """The name of the tensor in ``known`` that ``got`` is, if any."""
+    return next((name for name, t in known.items() if tuple(t.shape) == tuple(got.shape)
+                 and torch.allclose(got, t, atol=1e-5, equal_nan=True)), None)
+
+
+def test_attention_dropout_drops_the_weights_and_the_output():
+    attn = randomize(CausalSelfAttention(config(dropout=0.5)), 4).train()
+    attn.attn_dropout, attn.resid_dropout = Drop(), Drop()
+    x = torch.randn(B, T, C, generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        got = attn(x)
+        q, k, v = (heads(t) for t in attn.c_attn(x).split(C, dim=2))
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(HS)).masked_fill(
+            torch.ones(T, T, dtype=torch.bool).tril() == 0, float("-inf"))
+        weights = F.softmax(scores, dim=-1)
+        merged = (Drop.apply(weights) @ v).transpose(1, 2).reshape(B, T, C)
+        out = attn.c_proj(merged)
+        plain_out = attn.c_proj((weights @ v).transpose(1, 2).reshape(B, T, C))
+    known = {"the attention weights (after the softmax)": weights,
+             "the scores, before the softmax": scores, "v, the values": v,
+             "the heads' output, weights @ v (after the weights multiplied v)": weights @ v,
+             "the heads side by side, before c_proj": merged, "c_proj's output": out,
+             "the heads side by side (weights not dropped), before c_proj":
+                 (weights @ v).transpose(1, 2).reshape(B, T, C),
+             "c_proj's output (weights not dropped)": plain_out}
+    places = {"attn_dropout": ("the attention weights, after the softmax, before they multiply v",
+                               "y = self.attn_dropout(wei) @ v", weights),
+              "resid_dropout": ("c_proj's output, last", "self.resid_dropout(self.c_proj(y))", out)}
+    for name, (place, code, want) in places.items():
+        inputs = getattr(attn, name).inputs
+        if not inputs:
+            pytest.fail(f"self.{name} was never called: in training it should drop from {place} "
+                        f"({code})")
+        if len(inputs) > 1:
+            pytest.fail(f"self.{name} was called {len(inputs)} times: once, on {place} ({code})")
+        seen = what_it_got(inputs[0], known)
+        if seen != what_it_got(want, known):
+            pytest.fail(f"self.{name} got "
+                        + (seen or f"a tensor of shape {tuple(inputs[0].shape)}")
+                        + f"; it should get {place} ({code})")
+    if not torch.allclose(got, Drop.apply(out), atol=1e-5):
+        undropped = what_it_got(got, {"c_proj's output, not what self.resid_dropout returned": out,
+                                      "the weights not dropped": Drop.apply(plain_out)})
+        pytest.fail("in training the attention's output should be resid_dropout(c_proj(heads of "
+                    "attn_dropout(weights) @ v))"
+                    + (f"; yours is {undropped}" if undropped else "")
+                    + ": use what each dropout returns")
 
 
 # --------------------------------------------------------------------------- 4.2 MLP

@@ -32,8 +32,7 @@ def test_residual_projections_are_scaled_down_by_sqrt_2_n_layer():
             got = p.std().item()
             assert abs(got - want) < 0.1 * want, (
                 f"{name} should start with std 0.02 / sqrt(2 * n_layer) = 0.02 / sqrt(8) = "
-                f"{want:.5f}, got {got:.5f} (the scaling comes after self.apply, for every "
-                "c_proj.weight)")
+                f"{want:.5f}, got {got:.5f} (every c_proj.weight, and only those)")
 
 
 def test_other_weights_are_n_0_0_02_and_biases_zero():
@@ -51,8 +50,8 @@ def test_other_weights_are_n_0_0_02_and_biases_zero():
         else:
             got = p.std().item()
             assert abs(got - 0.02) < 0.002, (
-                f"{name} should start with std 0.02 (self.apply(self._init_weights)), got "
-                f"{got:.4f}")
+                f"{name} should start with std 0.02 (every matrix but the c_proj weights, the "
+                f"embeddings too), got {got:.4f}")
 
 
 @pytest.mark.parametrize("tie", [True, False])
@@ -133,6 +132,22 @@ def frequencies(logits: torch.Tensor, n: int = 6000, **kw) -> torch.Tensor:
     return torch.bincount(got.flatten(), minlength=logits.size(-1)).double() / n
 
 
+def test_top_k_none_samples_from_every_token():
+    logits = torch.zeros(200, 5)
+    for kwargs in ({}, {"top_k": None}):
+        try:
+            got = sample_next(logits, generator=torch.Generator().manual_seed(0), **kwargs)
+        except Exception as e:  # noqa: BLE001
+            pytest.fail(f"sample_next(logits{', top_k=None' if kwargs else ''}) should sample "
+                        f"from every token (top_k=None: no top-k), got {type(e).__name__}: {e}")
+        assert tuple(got.shape) == (200, 1), (
+            f"sample_next of (200, 5) logits should be (200, 1) ids, got {tuple(got.shape)}")
+        seen = sorted(set(got.flatten().tolist()))
+        assert seen == [0, 1, 2, 3, 4], (
+            f"with top_k=None and 5 equal logits every token should be drawn in 200 draws, "
+            f"got only {seen}")
+
+
 @pytest.mark.parametrize("temperature", [0.5, 2.0])
 def test_temperature_divides_the_logits_before_the_softmax(temperature):
     logits = torch.tensor([[0.0, 1.0, 2.0]])
@@ -179,9 +194,29 @@ def test_temperature_zero_is_greedy():
                     f"{type(e).__name__}: {e}")
     assert got.tolist() == [[1], [0], [2]], (
         f"temperature 0 should pick each row's likeliest token [[1], [0], [2]], got {got.tolist()}")
-    tiny = sample_next(logits, temperature=1e-30, generator=torch.Generator().manual_seed(0))
-    assert tiny.tolist() == [[1], [0], [2]], (
-        f"a tiny temperature (1e-30) should be greedy too, not nan, got {tiny.tolist()}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_tiny_temperature_is_greedy_and_never_overflows(dtype):
+    """logits / temperature overflows for a tiny temperature: a number too big for its float
+    becomes inf, inf - inf is nan, and torch.multinomial refuses nan. Shifting the logits so
+    that the largest is 0, and capping 1 / temperature at the largest float, does not."""
+    logits = torch.tensor([[0.0, 3.0, 1.0], [5.0, -1.0, 4.9], [-2.0, -2.0, -1.9]], dtype=dtype)
+    kind = str(dtype).removeprefix("torch.")
+    for temperature in (1e-30, 1e-40, 1e-50, 5e-324):
+        at = f"at temperature {temperature:g} ({kind} logits) sampling should be greedy"
+        try:
+            got = sample_next(logits, temperature=temperature,
+                              generator=torch.Generator().manual_seed(0))
+        except RuntimeError as e:
+            if "probability tensor contains" not in str(e):
+                raise
+            pytest.fail(f"{at}, but dividing the logits by it overflowed (a number too big for "
+                        f"its float becomes inf, inf - inf is nan, and torch.multinomial refuses "
+                        "nan): shift the logits so that the largest is 0, and cap 1 / "
+                        "temperature at torch.finfo(logits.dtype).max")
+        assert got.tolist() == [[1], [0], [2]], (
+            f"{at}, [[1], [0], [2]], got {got.tolist()} (did the logits overflow to inf or nan?)")
 
 
 def test_each_row_is_sampled_from_its_own_distribution():

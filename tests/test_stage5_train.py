@@ -184,7 +184,7 @@ def interrupted(tmp_path_factory):
 
 def test_ctrl_c_saves_a_resumable_checkpoint(interrupted):
     out, stdout, stderr = interrupted["out"], interrupted["stdout"], interrupted["stderr"]
-    assert interrupted["returncode"] == 0, stderr
+    assert interrupted["returncode"] == 130, stderr  # the shell's code for Ctrl-C, once saved
     assert "Traceback" not in stderr
     m = re.search(r"Ctrl-C: stopping at step (\d+).*--resume", stdout)
     assert m, stdout
@@ -488,31 +488,97 @@ def test_auto_precision_is_a_timed_choice_on_a_cpu():
         precision.bfloat16_is_fast("cpu")
         assert torch.equal(torch.random.get_rng_state(), before), "it used the global RNG"
         # --dtype auto follows the measurement.
-        _, name = precision.autocast("auto", "cpu")
+        _, name, scaler = precision.autocast("auto", "cpu")
         assert name == ("bfloat16" if precision.bfloat16_is_fast("cpu") else "float32")
+        assert not scaler.is_enabled()
     finally:
         precision.bfloat16_is_fast.cache_clear()
 
 
 def test_autocast_names_the_precision_of_each_setting():
-    context, name = precision.autocast("bfloat16", "cpu")
-    assert name == "bfloat16"
+    context, name, scaler = precision.autocast("bfloat16", "cpu")
+    assert name == "bfloat16" and not scaler.is_enabled()
     with context:
         y = torch.randn(4, 8) @ torch.randn(8, 3)
     assert y.dtype == torch.bfloat16
     for dtype, device in (("float32", "cpu"), ("float32", "mps"), ("auto", "mps")):
-        context, name = precision.autocast(dtype, device)
-        assert name == "float32", (dtype, device)
+        context, name, scaler = precision.autocast(dtype, device)
+        assert name == "float32" and not scaler.is_enabled(), (dtype, device)
         with context:
             assert (torch.randn(4, 8) @ torch.randn(8, 3)).dtype == torch.float32
 
 
-@pytest.mark.parametrize("device", ["mps", "xla:0"])
-def test_autocast_refuses_bfloat16_on_other_devices(device):
+@pytest.mark.parametrize("device, dtype, message", [
+    ("mps", "bfloat16", "a CPU or a CUDA GPU"), ("xla:0", "bfloat16", "a CPU or a CUDA GPU"),
+    ("cpu", "float16", "a CUDA GPU"), ("mps", "float16", "a CUDA GPU"),
+    ("cpu", "tf32", "a CUDA GPU")])
+def test_autocast_refuses_a_precision_the_device_does_not_have(device, dtype, message):
     with pytest.raises(UserError) as e:
-        precision.autocast("bfloat16", device)
-    assert str(e.value) == (f"--dtype bfloat16 is for a CPU or a CUDA GPU, not {device}; "
+        precision.autocast(dtype, device)
+    assert str(e.value) == (f"--dtype {dtype} is for {message}, not {device}; "
                             "use --dtype float32 (or auto).")
+
+
+@pytest.mark.parametrize("native, chosen", [(True, "bfloat16"), (False, "float16")])
+def test_auto_on_a_gpu_takes_bfloat16_where_native_else_float16_with_a_scaler(native, chosen,
+                                                                              monkeypatch):
+    """An A100 (compute capability 8.0) computes bfloat16; a T4 (7.5) only emulates it, so
+    auto takes float16 there, with the gradient scaler on. The GPU is faked: what is
+    checked is the choice, asked the way a real GPU is asked (without emulation)."""
+    asked = []
+
+    def is_bf16_supported(including_emulation=True):
+        asked.append(including_emulation)
+        return native
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    monkeypatch.setattr(torch, "autocast", lambda kind, dtype: (kind, dtype))
+    # (a GradScaler for "cuda" turns itself off without a GPU: what it was asked for is kept)
+    monkeypatch.setattr(torch.amp, "GradScaler", lambda device, enabled: (device, enabled))
+    precision.bfloat16_is_fast.cache_clear()
+    try:
+        context, name, scaler = precision.autocast("auto", "cuda:0")
+    finally:
+        precision.bfloat16_is_fast.cache_clear()
+    assert asked == [False] and name == chosen and context == ("cuda", getattr(torch, chosen))
+    assert scaler == ("cuda", chosen == "float16")
+
+
+def test_the_scaler_passes_loss_and_step_through_unchanged_when_it_is_off():
+    """The loop calls scaler.scale(loss).backward() and scaler.step(optimizer) whatever the
+    precision: off (every precision but float16), it is loss.backward() and optimizer.step()."""
+    torch.manual_seed(0)
+    a, b = torch.nn.Linear(3, 1), torch.nn.Linear(3, 1)
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(5, 3)
+    oa, ob = torch.optim.SGD(a.parameters(), lr=0.1), torch.optim.SGD(b.parameters(), lr=0.1)
+    a(x).pow(2).mean().backward()
+    oa.step()
+    _, _, scaler = precision.autocast("float32", "cpu")
+    scaler.scale(b(x).pow(2).mean()).backward()
+    scaler.unscale_(ob)
+    scaler.step(ob)
+    scaler.update()
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q)
+
+
+def test_float16_training_scales_the_loss_and_unscales_the_gradients(tmp_path, tiny_corpus,
+                                                                     monkeypatch):
+    """float16 with its scaler, run on the CPU (which PyTorch's autocast and GradScaler allow)
+    in place of a GPU: the run trains, keeps the scaler's state in ckpt.pt for --resume."""
+    no_figures(monkeypatch)
+    real = precision.autocast
+    monkeypatch.setattr(H, "autocast", lambda dtype, device: (
+        torch.autocast("cpu", dtype=torch.float16), "float16",
+        torch.amp.GradScaler("cpu", init_scale=2.0**10)) if dtype == "float16" else real(
+        dtype, device))
+    metrics, printed = run(tiny_args(tiny_corpus, tmp_path / "f16", "--max-iters", 12,
+                                     "--dtype", "float16"))
+    assert "precision: float16 forward pass (--dtype float16)" in printed
+    assert math.isfinite(metrics["val_loss"])
+    ckpt = load_checkpoint(tmp_path / "f16" / "ckpt.pt")
+    assert ckpt["dtype"] == "float16" and ckpt["scaler"]["scale"] > 0
 
 
 def test_bfloat16_on_a_device_without_it_is_a_one_line_error(tmp_path, tiny_corpus, monkeypatch,

@@ -5,13 +5,22 @@ For every exercise, the mistakes learners really make (an off-by-one window, the
 residual, an unscaled init, ...) are planted, one at a time, in a workbook whose every
 exercise is otherwise the solution's. ``make grade`` must then report that exercise, and
 only that one, FAILED, with a message in plain words (no tensor dumps, no object
-addresses), and the section of the docs to read. The suite writes a table (exercise,
-mistake, result) to ``mutations.md`` in pytest's temporary folder, the grader's reports
-beside it, and prints the table and its path. ``WORKBOOK_MUTATIONS=4.1,5.3`` runs a part.
+addresses, no raw error of torch or Python), the section of the docs to read, and, where
+the mistake lists them, the words that name it. Besides the mistakes in the numbers, each
+family of the grader's old blind spots is planted several ways: a dropout missing or in
+the wrong place, a device ignored, a division that overflows, an argument not passed on or
+passed to the wrong place, a loop that never ends, a syntax error, a raw error of torch
+(shapes that do not fit, ``view`` without ``contiguous``, None compared with a number).
+Run whole, the suite also checks that every test of the exercises' own files fails for at
+least one planted mistake: a test that cannot fail is a defect. The suite writes a table
+(exercise, mistake, result) to ``mutations.md`` in pytest's temporary folder, the grader's
+reports beside it, and prints the table and its path. ``WORKBOOK_MUTATIONS=4.1,5.3`` runs
+a part.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -27,8 +36,23 @@ W = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("workbook", W)
 _spec.loader.exec_module(W)
 
-# exercise id -> [(mistake, text in the solution's code, what the learner wrote instead)]
-MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
+# A loop that never ends meets the grader's own limits (not the suite's longer time limit,
+# kept for a busy machine), and a smaller memory limit, to fail in seconds.
+LOOP = {"time_limit": W.TIME_LIMIT, "memory_limit": 2.0}
+
+
+def _names(expect: str, **limits) -> dict:
+    """A mistake's options: ``expect``, a pattern its message must match (the words that
+    name the mistake); ``limits``: the grader's time and memory limits for it."""
+    return {"expect": expect, **limits}
+
+
+# exercise id -> [(mistake, text in the solution's code, what the learner wrote instead,
+# and maybe its options: see _names)]
+# The temperature's division in sample_next (5.3), which the overflow mistakes replace.
+SCALE = ("    scale = min(1.0 / temperature, torch.finfo(logits.dtype).max)\n"
+         "    logits = (logits - logits.max(dim=-1, keepdim=True).values) * scale")
+MUTATIONS: dict[str, list[tuple]] = {
     "1.1": [
         ("unknown characters silently become id 0",
          "return [self.stoi[c] for c in text]", "return [self.stoi.get(c, 0) for c in text]"),
@@ -44,6 +68,14 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
          "return torch.tensor([self.stoi[c] for c in text])"),
         ("every unknown character shown (no cap at 10)",
          "unknown[:10], len(unknown)", "unknown, len(unknown)"),
+        ("a while loop that never moves on (i += 1 forgotten)",
+         "return [self.stoi[c] for c in text]",
+         "ids, i = [], 0\n            while i < len(text):\n"
+         "                ids.append(self.stoi[text[i]])\n            return ids",
+         _names(r"the loop `while i < len\(text\):`", **LOOP)),
+        ("a line indented too far (syntax)",
+         "            unknown = [(i, c)", "                unknown = [(i, c)",
+         _names(r"syntax error .*unexpected indent")),
     ],
     "1.2": [
         ("off-by-one range check (id == vocab_size passes)",
@@ -59,7 +91,8 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
          "y = torch.stack([data[i + 1 : i + block_size + 1] for i in ix])",
          "y = torch.stack([data[i : i + block_size] for i in ix])"),
         ("a window can run off the end (randint one too far)",
-         "torch.randint(len(data) - block_size,", "torch.randint(len(data) - block_size + 1,"),
+         "torch.randint(len(data) - block_size,", "torch.randint(len(data) - block_size + 1,",
+         _names("torch.stack got tensors of different shapes")),
         ("the last window is never drawn (randint one too short)",
          "torch.randint(len(data) - block_size,", "torch.randint(len(data) - block_size - 1,"),
         ("y shifted by two", "data[i + 1 : i + block_size + 1]", "data[i + 2 : i + block_size + 2]"),
@@ -67,6 +100,20 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
         ("the data's dtype is kept (not torch.long)",
          "return x.to(device, torch.long), y.to(device, torch.long)", "return x.to(device), y.to(device)"),
         ("no check of batch_size", "if batch_size < 1:", "if batch_size < 0:"),
+        ("the device ignored",
+         "return x.to(device, torch.long), y.to(device, torch.long)", "return x.long(), y.long()",
+         _names("the device it is given is ignored")),
+        ("only x moved to the device",
+         "return x.to(device, torch.long), y.to(device, torch.long)",
+         "return x.to(device, torch.long), y.long()", _names("y is on cpu: move y too")),
+        ("moved only when the device is called 'cuda'",
+         "return x.to(device, torch.long), y.to(device, torch.long)",
+         'x, y = x.long(), y.long()\n    if device == "cuda":\n        x, y = x.cuda(), y.cuda()\n'
+         "    return x, y", _names("the device it is given is ignored")),
+        ("always back to the CPU",
+         "return x.to(device, torch.long), y.to(device, torch.long)",
+         'return x.to("cpu", torch.long), y.to("cpu", torch.long)',
+         _names("the device it is given is ignored")),
     ],
     "2.1": [
         ("softmax before cross_entropy",
@@ -78,16 +125,42 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
         ("the loss of the last position only",
          "F.cross_entropy(logits.view(B * T, V), targets.view(B * T))",
          "F.cross_entropy(logits[:, -1], targets[:, -1])"),
+        ("cross_entropy on the (B, T, V) logits, not flattened",
+         "F.cross_entropy(logits.view(B * T, V), targets.view(B * T))",
+         "F.cross_entropy(logits, targets)", _names(r"flatten the logits to \(B\*T, V\)")),
+        ("a misspelled return (syntax)", "        return logits, loss", "        retrun logits, loss",
+         _names("syntax error at stage2_bigram/model.py line")),
     ],
     "2.2": [
-        ("the first position's logits, not the last", "logits = logits[:, -1, :]", "logits = logits[:, 0, :]"),
+        ("the first position's logits, not the last", "logits = logits[:, -1, :]", "logits = logits[:, 0, :]",
+         _names("the logits of the first position")),
         ("the context never grows", "idx = torch.cat((idx, idx_next), dim=1)", "idx = idx"),
         ("one token too many", "for _ in range(max_new_tokens):", "for _ in range(max_new_tokens + 1):"),
         ("temperature and top_k not passed on",
-         "sample_next(logits, temperature, top_k, generator)", "sample_next(logits, generator=generator)"),
+         "sample_next(logits, temperature, top_k, generator)", "sample_next(logits, generator=generator)",
+         _names("temperature was not passed on")),
         ("the whole sequence yielded", "yield idx_next", "yield idx"),
         ("the generator not passed on",
-         "sample_next(logits, temperature, top_k, generator)", "sample_next(logits, temperature, top_k)"),
+         "sample_next(logits, temperature, top_k, generator)", "sample_next(logits, temperature, top_k)",
+         _names("generator was not passed on")),
+        ("top_k not passed on",
+         "sample_next(logits, temperature, top_k, generator)",
+         "sample_next(logits, temperature, generator=generator)", _names("top_k was not passed on")),
+        ("temperature and top_k passed the wrong way round",
+         "sample_next(logits, temperature, top_k, generator)",
+         "sample_next(logits, top_k, temperature, generator)", _names("the wrong way round")),
+        ("the generator passed where top_k goes",
+         "sample_next(logits, temperature, top_k, generator)",
+         "sample_next(logits, temperature, generator)",
+         _names("top_k=Generator: the settings went to the wrong places")),
+        ("a loop that never ends (while True), the context growing",
+         "for _ in range(max_new_tokens):", "while True:", _names("does it ever end", **LOOP)),
+        ("a counter never counted up (n += 1 forgotten)",
+         "for _ in range(max_new_tokens):", "n = 0\n        while n < max_new_tokens:",
+         _names("does it ever end", **LOOP)),
+        ("the loop counts the prompt's tokens too",
+         "for _ in range(max_new_tokens):", "while idx.size(1) < max_new_tokens:",
+         _names("3 new tokens, not 5")),
     ],
     "3.1": [
         ("sin and cos swapped",
@@ -113,6 +186,10 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
          "self.tril[:T, :T] == 0", "self.tril[:T, :T].tril(-1) == 0"),
         ("k q^T instead of q k^T", "wei = q @ k.transpose(-2, -1)", "wei = k @ q.transpose(-2, -1)"),
         ("the causal switch ignored", "if self.causal:", "if True:"),
+        ("k not transposed (q @ k)", "wei = q @ k.transpose(-2, -1)", "wei = q @ k",
+         _names(r"transpose\(-2, -1\) missing")),
+        ("a parenthesis left open (syntax)", "wei = F.softmax(wei, dim=-1)", "wei = F.softmax(wei, dim=-1",
+         _names("syntax error at stage3_attention/model.py line .*inside exercise 3.2")),
     ],
     "3.3": [
         ("no position embeddings", "x = tok_emb + self.positions(T, idx.device)", "x = tok_emb"),
@@ -122,7 +199,8 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
          "F.cross_entropy(logits.view(B * T, V), targets.view(B * T))",
          "F.cross_entropy(logits[:, -1], targets[:, -1])"),
         ("positions of the whole block, not of T",
-         "self.positions(T, idx.device)", "self.positions(self.config.block_size, idx.device)"),
+         "self.positions(T, idx.device)", "self.positions(self.config.block_size, idx.device)",
+         _names("tensors of different shapes were combined")),
         ("lm_head reads the token embeddings", "logits = self.lm_head(x)", "logits = self.lm_head(tok_emb)"),
     ],
     "4.1": [
@@ -142,7 +220,34 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
         ("heads joined without transposing back",
          "y = y.transpose(1, 2).contiguous().view(B, T, C)", "y = y.contiguous().view(B, T, C)"),
         ("no output projection", "self.resid_dropout(self.c_proj(y))", "self.resid_dropout(y)"),
-        ("no dropout on the attention weights", "y = self.attn_dropout(wei) @ v", "y = wei @ v"),
+        ("no dropout on the attention weights", "y = self.attn_dropout(wei) @ v", "y = wei @ v",
+         _names("self.attn_dropout was never called")),
+        ("no dropout on the output (resid_dropout)", "self.resid_dropout(self.c_proj(y))",
+         "self.c_proj(y)", _names("self.resid_dropout was never called")),
+        ("the output's dropout before c_proj", "self.resid_dropout(self.c_proj(y))",
+         "self.c_proj(self.resid_dropout(y))", _names("resid_dropout got the heads side by side, before c_proj")),
+        ("dropout on the scores, before the softmax",
+         "        wei = F.softmax(wei, dim=-1)\n        self.last_attention = wei.detach()\n"
+         "        y = self.attn_dropout(wei) @ v",
+         "        wei = F.softmax(self.attn_dropout(wei), dim=-1)\n"
+         "        self.last_attention = wei.detach()\n        y = wei @ v",
+         _names("attn_dropout got the scores, before the softmax")),
+        ("dropout on v, not on the weights", "y = self.attn_dropout(wei) @ v",
+         "y = wei @ self.attn_dropout(v)", _names("attn_dropout got v, the values")),
+        ("dropout on the heads' output, after they multiplied v", "y = self.attn_dropout(wei) @ v",
+         "y = self.attn_dropout(wei @ v)", _names(r"attn_dropout got the heads' output")),
+        ("F.dropout, which drops in eval mode too", "y = self.attn_dropout(wei) @ v",
+         "y = F.dropout(wei, self.attn_dropout.p) @ v", _names("in eval mode")),
+        ("what resid_dropout returns thrown away",
+         "        return self.resid_dropout(self.c_proj(y))",
+         "        self.resid_dropout(self.c_proj(y))\n        return self.c_proj(y)",
+         _names("not what self.resid_dropout returned")),
+        ("view without contiguous", "y = y.transpose(1, 2).contiguous().view(B, T, C)",
+         "y = y.transpose(1, 2).view(B, T, C)", _names(r"call \.contiguous\(\) before \.view\(\)")),
+        ("k not transposed (q @ k)", "wei = q @ k.transpose(-2, -1) / math.sqrt(hs)",
+         "wei = q @ k / math.sqrt(hs)", _names(r"transpose\(-2, -1\) missing")),
+        ("the mask of the whole block, not cut to T", "self.tril[:T, :T] == 0", "self.tril == 0",
+         _names("dimension 3 is 8 in one and 5 in the other")),
     ],
     "4.2": [
         ("no non-linearity (nn.Identity)",
@@ -174,23 +279,26 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
          "x = x + self.attn(self.ln_1(x)) + self.mlp(self.ln_2(x))"),
     ],
     "5.1": [
-        ("c_proj std not scaled", "std=0.02 / math.sqrt(2 * config.n_layer)", "std=0.02"),
+        ("c_proj std not scaled", "std=0.02 / math.sqrt(2 * self.config.n_layer)", "std=0.02"),
         ("scaled by sqrt(n_layer), forgetting the 2",
-         "std=0.02 / math.sqrt(2 * config.n_layer)", "std=0.02 / math.sqrt(config.n_layer)"),
+         "std=0.02 / math.sqrt(2 * self.config.n_layer)", "std=0.02 / math.sqrt(self.config.n_layer)"),
         ("scaled by 2 * n_layer, without the square root",
-         "std=0.02 / math.sqrt(2 * config.n_layer)", "std=0.02 / (2 * config.n_layer)"),
-        ("the weights never tied", "if config.tie_weights:", "if False:"),
-        ("self.apply after the scaling, which it undoes",
-         "        self.apply(self._init_weights)\n        for name, p in self.named_parameters():\n"
-         '            if name.endswith("c_proj.weight"):\n'
-         "                # Each block adds two outputs to the residual stream: keep its variance flat.\n"
-         "                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))\n",
-         "        for name, p in self.named_parameters():\n"
-         '            if name.endswith("c_proj.weight"):\n'
-         "                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))\n"
-         "        self.apply(self._init_weights)\n"),
-        ("self.apply forgotten", "        self.apply(self._init_weights)\n", ""),
+         "std=0.02 / math.sqrt(2 * self.config.n_layer)", "std=0.02 / (2 * self.config.n_layer)"),
+        ("the weights never tied", "if self.config.tie_weights:", "if False:"),
+        ("tied by copying the values, not by sharing the tensor",
+         "self.lm_head.weight = self.transformer.wte.weight",
+         "self.lm_head.weight.data = self.transformer.wte.weight.data",
+         _names("should be the very tensor")),
         ("c_proj biases drawn too", 'name.endswith("c_proj.weight")', '"c_proj" in name'),
+        ("biases left at nn.Linear's default",
+         '            elif name.endswith("bias"):\n                nn.init.zeros_(p)', "",
+         _names("should start at 0")),
+        ("LayerNorm gains zeroed with the biases", 'elif name.endswith("bias"):', "else:",
+         _names(r"ln_.*should start at 1")),
+        ("the embeddings left at N(0, 1)", "elif p.dim() == 2:",
+         'elif p.dim() == 2 and "wte" not in name and "wpe" not in name:',
+         _names("should start with std 0.02")),
+        ("every parameter drawn, LayerNorm gains too", "elif p.dim() == 2:", "elif True:"),
     ],
     "5.2": [
         ("warmup off by one (lr 0 at step 0)",
@@ -209,6 +317,9 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
         ("linear decay instead of cosine",
          "0.5 * (1.0 + math.cos(math.pi * progress))", "(1.0 - progress)"),
         ("warmup one step too long", "if step < args.warmup_iters:", "if step <= args.warmup_iters:"),
+        ("a colon missing after the if (syntax)",
+         "if step < args.warmup_iters:", "if step < args.warmup_iters",
+         _names("syntax error at stage5_gpt/train.py line .*inside exercise 5.2")),
     ],
     "5.3": [
         ("temperature applied after the softmax",
@@ -224,12 +335,46 @@ MUTATIONS: dict[str, list[tuple[str, str, str]]] = {
         ("temperature 0 divides by zero", "    if temperature == 0:\n", "    if False:\n"),
         ("top-k drops the k-th itself (<=)", "logits < kth,", "logits <= kth,"),
         ("negative temperatures accepted", "if not temperature >= 0:", "if temperature != temperature:"),
+        ("nan temperatures accepted", "if not temperature >= 0:", "if temperature < 0:"),
+        ("the logits divided by the temperature, no guard against overflow", SCALE,
+         "    logits = logits / temperature", _names("dividing the logits by it overflowed")),
+        ("shifted, then divided: 0 / a temperature that is 0 in float32 is nan", SCALE,
+         "    logits = (logits - logits.max(dim=-1, keepdim=True).values) / temperature",
+         _names("dividing the logits by it overflowed")),
+        ("1 / temperature capped, the logits not shifted", SCALE,
+         "    scale = min(1.0 / temperature, torch.finfo(logits.dtype).max)\n"
+         "    logits = logits * scale", _names("dividing the logits by it overflowed")),
+        ("shifted, then times an uncapped 1 / temperature", SCALE,
+         "    logits = (logits - logits.max(dim=-1, keepdim=True).values) * (1.0 / temperature)",
+         _names("dividing the logits by it overflowed")),
+        ("top_k compared with 1 while it is None", "if top_k is not None and top_k < 1:",
+         "if top_k < 1:", _names(r"None was compared with a number \(None < an int\)")),
+        ("top-k applied also for top_k=None", "    if top_k is not None:\n        kth",
+         "    if True:\n        kth", _names("None was compared with a number")),
+        ("= for == in a condition (syntax)", "if temperature == 0:", "if temperature = 0:",
+         _names("syntax error at stage5_gpt/model.py line .*inside exercise 5.3")),
     ],
 }
-# What a plain message never holds: object addresses, pytest's `where` lines, tensor dumps.
+# What a plain message never holds: object addresses, pytest's `where` lines, tensor dumps,
+# and the raw errors of torch and Python (the grader says them in plain words).
 NOT_PLAIN = re.compile(r"<built-in|<function|<bound method| at 0x[0-9a-f]|\+\s+where|"
                        r"tensor\(\[[^\]]{40}")
+RAW_ERROR = re.compile("|".join(re.escape(x) for x in (
+    "view size is not compatible", "is invalid for input of size", "mat1 and mat2 shapes",
+    "must match the size of tensor", "Expected size for first two dimensions",
+    "stack expects each tensor", "not supported between instances of",
+    "unsupported operand type", "probability tensor contains", "Dimension out of range",
+    "index out of range in self", "Expected target size", "random_ expects",
+    "not NoneType", "meta tensor", "Expected all tensors to be on the same device",
+    "is not on the expected device", "Boolean value of Tensor", "does not have a grad_fn")))
 SAME_NUMBERS = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?(?:e-?\d+)?) == \1(?![\w.])")
+
+
+def planted(ex_id: str, k: int) -> tuple[str, str, str, dict]:
+    """Mistake ``k`` of exercise ``ex_id``: its name, the solution's text, the learner's,
+    and its options (see _names)."""
+    mistake, old, new, *options = MUTATIONS[ex_id][k]
+    return mistake, old, new, (options[0] if options else {})
 
 
 def mutate(folder: Path, ex, old: str, new: str) -> None:
@@ -246,14 +391,18 @@ def mutate(folder: Path, ex, old: str, new: str) -> None:
 
 def grade_one(tmp: Path, ex_id: str, k: int) -> dict:
     ex = W.BY_ID[ex_id]
-    mistake, old, new = MUTATIONS[ex_id][k]
+    mistake, old, new, options = planted(ex_id, k)
     folder = tmp / f"m{ex_id.replace('.', '_')}_{k}"
     W.make(ex.stage, folder, holes=[])
     mutate(folder, ex, old, new)
-    result = W.run_tests(folder, [ex.stage], time_limit=300)
+    result = W.run_tests(folder, [ex.stage], time_limit=options.get("time_limit", 300),
+                         memory_limit=options.get("memory_limit", W.MEMORY_LIMIT))
     rows = W.judge(result, ex.stage, folder / ex.package)
     lines, ok = W.summary(result, rows)
-    return {"ex": ex_id, "mistake": mistake, "rows": rows, "report": "\n".join(lines), "ok": ok}
+    failing = {t["nodeid"] for t in result["tests"]
+               if t["verdicts"].get(ex_id, {}).get("outcome") == "failed"}
+    return {"ex": ex_id, "mistake": mistake, "rows": rows, "report": "\n".join(lines), "ok": ok,
+            "expect": options.get("expect"), "failing": failing}
 
 
 def verdict(run: dict) -> str:
@@ -268,11 +417,36 @@ def verdict(run: dict) -> str:
     message = mine["message"]
     if NOT_PLAIN.search(message) or SAME_NUMBERS.search(message):
         problems.append("message not plain")
+    if RAW_ERROR.search(message):
+        problems.append("a raw error of torch or Python, not said in plain words")
+    if run.get("expect") and not re.search(run["expect"], message):
+        problems.append(f"the message does not name the mistake ({run['expect']!r})")
+    line = next(x for x in run["report"].splitlines() if x.startswith(f"  {run['ex']}  "))
+    if " 0 of " in line:
+        problems.append("FAILED, yet '0 of' its tests fail")
     if f"read: {W.BY_ID[run['ex']].docs}" not in run["report"]:
         problems.append("no docs section to read")
+    detail = line.split("FAILED", 1)[-1].strip()
     if problems:
         return "MISSED (" + ", ".join(problems) + "): " + message
-    return f"FAILED ({mine['failed']} of {mine['tests']} tests): {message}"
+    return f"FAILED ({detail}): {message}"
+
+
+def exercise_tests() -> dict[str, list[str]]:
+    """Every test function of the exercises' own files, by exercise id (the ``# --- 4.1``
+    section it is in)."""
+    found: dict[str, list[str]] = {}
+    for stage in sorted(W.STAGES):
+        path = REPO_ROOT / f"tests/test_stage{stage}_exercises.py"
+        text = path.read_text(encoding="utf-8")
+        sections = [(m.start(), m[1]) for m in re.finditer(r"^# -+ (\d\.\d) ", text, flags=re.M)]
+        for node in ast.parse(text).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                offset = len("".join(text.splitlines(keepends=True)[:node.lineno - 1]))
+                ex_id = [ex for start, ex in sections if start < offset][-1]
+                found.setdefault(ex_id, []).append(f"{path.relative_to(REPO_ROOT).as_posix()}::"
+                                                   f"{node.name}")
+    return found
 
 
 def test_every_mutation_hits_a_real_line():
@@ -283,9 +457,14 @@ def test_every_mutation_hits_a_real_line():
         first, last = W.exercise_span(text, ex)
         code = "".join(text.splitlines(keepends=True)[first:last])
         assert len(mistakes) >= 5, f"exercise {ex_id} has only {len(mistakes)} mistakes"
-        for mistake, old, _new in mistakes:
+        for k in range(len(mistakes)):
+            mistake, old, new, options = planted(ex_id, k)
             assert code.count(old) == 1, f"{ex_id} {mistake!r}: {old!r} is not once in {ex.qualname}"
+            assert set(options) <= {"expect", "time_limit", "memory_limit"}, (ex_id, mistake)
+            re.compile(options.get("expect", ""))
+        assert len({m[0] for m in mistakes}) == len(mistakes), f"{ex_id}: two mistakes, one name"
     assert set(MUTATIONS) == set(W.BY_ID)
+    assert set(exercise_tests()) == set(W.BY_ID)
 
 
 @pytest.mark.slow
@@ -310,4 +489,10 @@ def test_each_planted_mistake_fails_that_exercise_and_only_it(tmp_path):
     print(f"\nthe table: {path}\nthe grader's reports: {reports}")
     missed = [f"{r['ex']} {r['mistake']}: {verdict(r)}\n{r['report']}" for r in runs
               if not verdict(r).startswith("FAILED")]
+    # A test of the exercises' own files that no planted mistake fails cannot fail: a defect.
+    failing = {nodeid.split("[")[0] for r in runs for nodeid in r["failing"]}
+    ran = {ex_id for ex_id, _ in jobs}
+    idle = [t for ex_id, tests in exercise_tests().items() if ex_id in ran for t in tests
+            if t not in failing]
     assert not missed, "\n\n".join(missed)
+    assert not idle, f"no planted mistake fails these tests of the exercises: {idle}"

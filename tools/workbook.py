@@ -42,6 +42,7 @@ import contextlib
 import functools
 import importlib
 import inspect
+import io
 import json
 import mmap
 import os
@@ -55,6 +56,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -426,14 +428,58 @@ def snapshot(folder: Path, stages: list[int], dest: Path) -> dict[int, dict]:
 # --- running the tests (in the grader's process) --------------------------------------
 
 BEAT = struct.Struct("<d16s16s")  # a test's start (0: none running); running and last exercise
-BEAT_SIZE = 1024  # BEAT, then the test's node id
+SPOT = 256  # after BEAT: where the learner's code was last seen running ("pkg/file.py:line")
+BEAT_SIZE = 1024  # BEAT, SPOT, then the test's node id
 
 
-def _read_beat(path: Path) -> tuple[float, str, str, str]:
+def _read_beat(path: Path) -> tuple[float, str, str, str, str]:
     raw = path.read_bytes()[:BEAT_SIZE].ljust(BEAT_SIZE, b"\0")
     started, running, last = BEAT.unpack_from(raw)
-    nodeid = raw[BEAT.size:].split(b"\0")[0].decode("utf-8", "replace")
-    return started, running.rstrip(b"\0").decode(), last.rstrip(b"\0").decode(), nodeid
+    spot = raw[BEAT.size:BEAT.size + SPOT].split(b"\0")[0].decode("utf-8", "replace")
+    nodeid = raw[BEAT.size + SPOT:].split(b"\0")[0].decode("utf-8", "replace")
+    return (started, running.rstrip(b"\0").decode(), last.rstrip(b"\0").decode(), nodeid,
+            spot)
+
+
+def enclosing_loop(path: Path, line: int) -> tuple[int, str] | None:
+    """The innermost ``for`` or ``while`` of the file at ``path`` whose body holds ``line``
+    (1-based), inside the same function: its line and its first line of code."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    found = None
+
+    def visit(node: ast.AST) -> None:
+        nonlocal found
+        for child in ast.iter_child_nodes(node):
+            if not (child.lineno <= line <= (child.end_lineno or child.lineno)
+                    if hasattr(child, "lineno") else True):
+                continue
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                found = None  # a loop around a call of this function is not this loop
+            if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+                found = child
+            visit(child)
+
+    visit(tree)
+    if found is None:
+        return None
+    return found.lineno, text.splitlines()[found.lineno - 1].strip()
+
+
+def where_it_ran(spot: str, folder: Path) -> str:
+    """'at pkg/file.py line N, inside the loop `...` (line M)': where the learner's code was
+    (``spot``: 'pkg/file.py:N', ``folder``: the packages' folder), in words."""
+    path, _, line = spot.rpartition(":")
+    if not path or not line.isdigit():
+        return ""
+    loop = enclosing_loop(folder / path, int(line))
+    if loop and loop[0] == int(line):
+        return f"at the loop `{loop[1]}` ({path} line {line})"
+    return f"at {path} line {line}" + (f", inside the loop `{loop[1]}` (line {loop[0]})" if loop
+                                       else "")
 
 
 def _rss(pid: int) -> int:
@@ -463,7 +509,7 @@ def _watch(proc: subprocess.Popen, beat: Path, time_limit: float, memory_limit: 
             return None
         except subprocess.TimeoutExpired:
             pass
-        started, running, last, nodeid = _read_beat(beat)
+        started, running, last, nodeid, spot = _read_beat(beat)
         rss = _rss(proc.pid)
         why = None
         if started and time.time() - started > time_limit + GRACE:
@@ -473,19 +519,34 @@ def _watch(proc: subprocess.Popen, beat: Path, time_limit: float, memory_limit: 
         if why:
             _kill(proc)
             return {"why": why, "exercise": running or last, "running": bool(running),
-                    "nodeid": nodeid, "rss": rss}
+                    "nodeid": nodeid, "rss": rss, "spot": spot, "seconds": time.time() - started}
 
 
-def _killed_row(killed: dict, time_limit: float, memory_limit: float, rc: int | None) -> dict:
+def _killed_row(killed: dict, time_limit: float, memory_limit: float, rc: int | None,
+                folder: Path | None = None) -> dict:
     """The row of a test whose process was killed (or died), blaming the exercise whose
-    code was running (or ran last)."""
+    code was running (or ran last); ``folder``: the packages, to say where it was."""
     ex = killed["exercise"]
     who = f"your {BY_ID[ex].qualname} (exercise {ex})" if ex else "the test"
+    spot = where_it_ran(killed.get("spot") or "", folder) if folder and ex else ""
+    in_loop = "the loop" in spot
+    seconds = killed.get("seconds") or 0.0
     text = {"time": f"time limit: {who} ran more than {time_limit:.0f} s and did not stop when "
-                    "told to (an endless loop?), so the test process was killed",
-            "memory": f"memory limit: the tests grew past {memory_limit:g} GiB while running "
-                      f"{who}, so the test process was killed",
-            "crash": f"the test process died (exit status {rc}) while running {who}"}[killed["why"]]
+                    "told to, so the test process was killed"
+                    + (f"; it was {spot}: does that loop ever end?" if in_loop else
+                       f"; it was {spot}" if spot else "")
+                    + ("" if in_loop else " (an endless loop?)"),
+            "memory": f"memory limit: the tests grew past {memory_limit:g} GiB"
+                      + (f" in {seconds:.0f} s" if 0 < seconds < 1e6 else "")
+                      + f" while running {who}, so the test process was killed"
+                      + (f"; it was {spot}: a loop that never ends, keeping a little more "
+                         "each time round (a longer tensor, a longer list), fills the memory "
+                         "like this; does that loop stop when it should?" if in_loop else
+                         f"; it was {spot}" if spot else "")
+                      + ("" if in_loop else ": does something grow without end (a loop that "
+                         "never stops?), or is a tensor far bigger than it should be?"),
+            "crash": f"the test process died (exit status {rc}) while running {who}"
+                     + (f"; it was {spot}" if spot else "")}[killed["why"]]
     message = {"kind": "limit", "text": text, "where": None}
     row = {"nodeid": killed["nodeid"], "outcome": "failed", "seconds": 0.0,
            "reached": [ex] if ex else [], "verdicts": {}, "other": None, "judged": {}}
@@ -567,15 +628,16 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
                 end = item
         settings["done"] = sorted(rows)
         if killed is None and end is None:
-            started, running, last, nodeid = _read_beat(beat)
+            started, running, last, nodeid, spot = _read_beat(beat)
             if nodeid in rows and len(rows) > known:  # it ended itself after a test that
                 continue  # would not stop, and wrote that test's row: go on
             if not (started and nodeid):
                 break
             # It died on its own while a test ran: a crash in the learner's code?
-            killed = {"why": "crash", "exercise": running or last, "nodeid": nodeid}
+            killed = {"why": "crash", "exercise": running or last, "nodeid": nodeid,
+                      "spot": spot}
         if killed is not None:
-            row = _killed_row(killed, time_limit, memory_limit, proc.returncode)
+            row = _killed_row(killed, time_limit, memory_limit, proc.returncode, work)
             settings["judged"].update(row["judged"])
             if killed["exercise"]:  # run the test again, with the solution's code there
                 earlier = killed_rows.setdefault(row["nodeid"], row)
@@ -634,8 +696,11 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
 
 # --- judging (in the grader's process) -------------------------------------------------
 
-RANK = {"syntax": 0, "limit": 0, "exercise-test": 1, "in-your-code": 2, "message": 3,
-        "error": 4, "assert": 5}
+# Which failure of an exercise the report shows: a syntax error; else the message of an
+# exercise's own test (it names the mistake, also that of a loop that does not end); else a
+# time or memory limit; else an error in the learner's code; else any other test's.
+RANK = {"syntax": 0, "exercise-test": 1, "limit": 2, "in-your-code": 3, "message": 4,
+        "error": 5, "assert": 6}
 
 
 def _rank(message: dict, nodeid: str) -> int:
@@ -658,8 +723,9 @@ def judge(result: dict, stage: int, package_dir: Path) -> list[dict]:
         failed = [t for t in graded if t["verdicts"][ex.id]["outcome"] == "failed"]
         row = {"id": ex.id, "title": ex.title, "tests": len(graded), "reached": len(reached),
                "failed": len(failed), "message": "", "where": ""}
-        if ex.id in found.get("failed", {}):
-            row.update(status="failed", message=found["failed"][ex.id]["text"])
+        if ex.id in found.get("failed", {}):  # it does not compile: no test ran it
+            row.update(status="failed", message=found["failed"][ex.id]["text"], tests=0,
+                       failed=0, compiles=False)
         elif ex.id in found.get("waiting", {}):
             row.update(status="waiting", message=found["waiting"][ex.id])
         elif is_open(package_dir, ex):
@@ -692,7 +758,8 @@ def summary(result: dict, rows: list[dict]) -> tuple[list[str], bool]:
     for r in rows:
         ex = BY_ID[r["id"]]
         detail = {"todo": f"{tests_(r['reached'])} will grade it",
-                  "failed": (f"{r['failed']} of {tests_(r['tests'])} "
+                  "failed": ("not run: it does not compile" if r.get("compiles") is False
+                             else f"{r['failed']} of {tests_(r['tests'])} "
                              + ("fails" if r["failed"] == 1 else "fail") if r["tests"]
                              else "not graded"),
                   "passed": f"{tests_(r['tests'])} " + ("passes" if r["tests"] == 1 else "pass"),
@@ -792,6 +859,100 @@ def _top_level_and(text: str) -> list[str]:
     return [*parts, text[start:]]
 
 
+def _a(kind: str) -> str:
+    """'None', 'an int', 'a float': a Python type's name as a noun."""
+    return "None" if kind == "NoneType" else f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
+
+
+def _none_compared(m: re.Match) -> str:
+    return (f"None was compared with a number ({_a(m[2])} {m[1]} {_a(m[3])}): an argument whose "
+            "default is None (top_k, for one) means 'not given'; check `is not None` before "
+            "comparing it")
+
+
+# Errors of torch and Python in their words, and the same in plain words (with their
+# numbers), put in their place wherever a message holds them: the learner's mistake said
+# from the learner's side (the error's name, RuntimeError or TypeError, stays before it).
+RAW_ERRORS: tuple[tuple[str, object], ...] = (
+    (r"view size is not compatible with input tensor's size and stride \(at least one dimension "
+     r"spans across two contiguous subspaces\)\. Use \.reshape\(\.\.\.\) instead\.?",
+     ".view() cannot reshape a tensor whose numbers are not stored in row order, as after a "
+     "transpose: call .contiguous() before .view() (or use .reshape())"),
+    (r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)",
+     lambda m: f"a .view() or .reshape() to shape ({m[1]}) cannot hold the tensor's {m[2]} numbers"),
+    (r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)",
+     lambda m: f"a matrix product got shapes that do not fit, ({m[1]} x {m[2]}) times ({m[3]} x "
+               f"{m[4]}): the first one's last size ({m[2]}) must equal the second one's first "
+               f"({m[3]}); an nn.Linear({m[3]}, ...) reads inputs whose last size is {m[3]}"),
+    (r"Expected size for first two dimensions of batch2 tensor to be: \[(\d+), (\d+)\] but got: "
+     r"\[(\d+), (\d+)\]\.?",
+     lambda m: f"a matrix product (@) got shapes that do not fit: the left matrices have {m[2]} "
+               f"columns, the right ones {m[4]} rows, and the two must be equal (is a "
+               ".transpose(-2, -1) missing?)"),
+    (r"The size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+     r"dimension (\d+)",
+     lambda m: f"two tensors of different shapes were combined (+, *, masked_fill, ...): their "
+               f"dimension {m[3]} is {m[1]} in one and {m[2]} in the other"),
+    (r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry \d+ and "
+     r"\[([\d, ]*)\] at entry \d+",
+     lambda m: f"torch.stack got tensors of different shapes, ({m[1]}) and ({m[2]}) (a slice "
+               "that runs past the end of the data comes out shorter)"),
+    (r"'([<>]=?)' not supported between instances of '(NoneType)' and '(\w+)'", _none_compared),
+    (r"'([<>]=?)' not supported between instances of '(\w+)' and '(NoneType)'", _none_compared),
+    (r"unsupported operand type\(s\) for ([^:]+): '(\w+)' and '(\w+)'",
+     lambda m: f"None was used in arithmetic ({_a(m[2])} {m[1]} {_a(m[3])}): a value here is "
+               "None (an argument not given, or a function that returns nothing)"
+     if "NoneType" in (m[2], m[3]) else m[0]),
+    (r"(\w+)\(\): argument '(\w+)' \(position \d+\) must be (\w+), not NoneType",
+     lambda m: f"torch.{m[1]} got None for its argument {m[2]}, which must be a number: an "
+               "argument whose default is None (top_k, for one) means 'not given'; check "
+               "`is not None` first"),
+    (r"probability tensor contains either `inf`, `nan` or element < 0",
+     "torch.multinomial got probabilities that hold nan or inf: the logits overflowed (a number "
+     "too big for its float becomes inf, and inf - inf is nan), or a whole row was -inf"),
+    (r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)",
+     lambda m: f"dim={m[3]} names a dimension the tensor does not have: it has {int(m[2]) + 1} "
+               f"(dim 0 to {m[2]}, or {m[1]} to -1)"),
+    (r"index out of range in self",
+     "a table (an nn.Embedding) was read at an index past its end: an id of vocab_size or more, "
+     "or a position of block_size or more?"),
+    (r"Expected target size \[([\d, ]+)\], got \[([\d, ]+)\]",
+     lambda m: "F.cross_entropy reads (B, T, V) logits as (batch, classes, ...), so it "
+               f"wanted targets of shape ({m[1]}), not ({m[2]}): flatten the logits to "
+               "(B*T, V) and the targets to (B*T,) first"),
+    (r"random_ expects 'from' to be less than 'to', but got from=(-?\d+) >= to=(-?\d+)",
+     lambda m: f"torch.randint was asked for a number from {m[1]} up to (not including) "
+               f"{m[2]}, and there is none"),
+    (r"Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+     r"Long, Int; but got ([\w.]+) instead \(while checking arguments for embedding\)",
+     lambda m: f"an nn.Embedding was read with ids of the wrong type ({m[1]}): ids must be "
+               "integers (torch.long)"),
+    (r"Cannot copy out of meta tensor; no data!|Tensor\.item\(\) cannot be called on meta tensors",
+     "a value was read from a tensor on the 'meta' device, which has shapes but no values (the "
+     "test uses it to see where tensors land without a GPU): compute on the data as it comes, "
+     "and move the result to the device at the end"),
+    (r"Expected all tensors to be on the same device, but found at least two devices, "
+     r"([\w:]+) and ([\w:]+)!|Tensor on device ([\w:]+) is not on the expected device ([\w:]+)!"
+     r"|Expected all tensors to be on the same device, but got \w+ is on ([\w:]+), different "
+     r"from other tensors on ([\w:]+) \(when checking argument[^)]*\)",
+     lambda m: "tensors on two devices, {} and {}, were used together: move them to one device "
+               "(.to(device)) first".format(*[g for g in m.groups() if g])),
+    (r"Boolean value of Tensor with more than one (?:value|element) is ambiguous",
+     "a tensor of many numbers was used as one True or False (in an if, a while, and, or): "
+     "use .all() or .any(), or .item() of a one-number tensor"),
+    (r"element 0 of tensors does not require grad and does not have a grad_fn",
+     "backward() was called on a loss that does not depend on the weights through torch "
+     "operations (a .item(), a .detach() or a torch.tensor(...) on the way cuts it off)"),
+)
+
+
+def plain_errors(text: str) -> str:
+    """``text`` with the raw errors of torch and Python in it said in plain words."""
+    for pattern, words in RAW_ERRORS:
+        text = re.sub(pattern, words if callable(words) else lambda m, w=words: w, text)
+    return text
+
+
 def plain(text: str) -> str:
     """A test's failure message without pytest's machinery: no ``+ where`` lines, no
     object addresses, no tensor dumps, only the failing part of an ``and``."""
@@ -815,7 +976,7 @@ def plain(text: str) -> str:
             first = f"assert {clauses[-1]}"  # `and` stops at the first false clause: the last shown
     if first.startswith("assert "):
         first = f"this check failed: {first[len('assert '):]}"
-    return " ".join(f"{first}\n{rest}".split())
+    return plain_errors(" ".join(f"{first}\n{rest}".split()))
 
 
 # --- the pytest plugin (active only in a run started by run_tests) ------------------
@@ -841,12 +1002,44 @@ class TimeLimit(BaseException):  # noqa: N818 (not an Exception: `except Excepti
 def _beat(started: float | None = None, nodeid: str | None = None) -> None:
     if _BEAT is None:
         return
-    if started is not None:
-        _BEAT[BEAT.size:BEAT_SIZE] = (nodeid or "").encode()[:BEAT_SIZE - BEAT.size - 1].ljust(
-            BEAT_SIZE - BEAT.size, b"\0")
+    if started is not None:  # a new test (or none): no spot yet, and its node id
+        start = BEAT.size + SPOT
+        _BEAT[BEAT.size:BEAT_SIZE] = b"\0" * SPOT + (nodeid or "").encode()[
+            :BEAT_SIZE - start - 1].ljust(BEAT_SIZE - start, b"\0")
     current = struct.unpack_from("<d", _BEAT, 0)[0] if started is None else started
     BEAT.pack_into(_BEAT, 0, current, (_STACK[-1] if _STACK else "").encode(),
                    (_RUN.get("last") or "").encode())
+
+
+def _spot(frame, ex_id: str | None = None) -> str:
+    """'pkg/file.py:line' in the learner's packages, in the stack that ends at ``frame``:
+    the innermost frame of exercise ``ex_id``'s function, else the innermost of any; ''."""
+    ex = BY_ID.get(ex_id or "")
+    found = ""
+    while frame is not None:
+        path = Path(frame.f_code.co_filename)
+        for pkg, folder in _PACKAGES.items():
+            if path.is_relative_to(folder):
+                rel = path.relative_to(folder).as_posix()
+                here = f"{pkg}/{rel}:{frame.f_lineno}"
+                if ex and pkg == ex.package and rel == ex.file and (
+                        frame.f_code.co_name == ex.qualname.split(".")[-1]):
+                    return here
+                found = found or here
+        frame = frame.f_back
+    return found
+
+
+def _watch_spot(main: int) -> None:
+    """Note, a few times a second, where the learner's code is running (for a message if
+    the process must be killed: a loop that never ends, a memory that grows)."""
+    while True:
+        time.sleep(0.25)
+        if _BEAT is None or not _STACK:
+            continue
+        with contextlib.suppress(Exception):
+            spot = _spot(sys._current_frames().get(main), _STACK[-1]).encode()[:SPOT - 1]
+            _BEAT[BEAT.size:BEAT.size + SPOT] = spot.ljust(SPOT, b"\0")
 
 
 def _enter(ex_id: str) -> None:
@@ -987,7 +1180,22 @@ def _learner_location(excinfo) -> str | None:
             if path.is_relative_to(folder):
                 rel = path.relative_to(folder).as_posix()
                 where = f"{pkg}/{rel} line {entry.lineno + 1}, in {entry.name}"
+                with contextlib.suppress(Exception):
+                    code = _without_comments(str(entry.statement))
+                    if code:
+                        where += f": {shorten(code, 100)}"
     return where
+
+
+def _without_comments(code: str) -> str:
+    """A few lines of Python on one line, without their comments."""
+    lines = code.splitlines()
+    with contextlib.suppress(tokenize.TokenError, IndentationError, SyntaxError):
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.COMMENT:
+                row, col = tok.start
+                lines[row - 1] = lines[row - 1][:col]
+    return " ".join(" ".join(lines).split())
 
 
 def _doctest_detail(report) -> str:
@@ -1051,11 +1259,12 @@ def _on_alarm(signum, frame) -> None:
     if _RUN.get("timeout") is None:
         _RUN["timeout"] = culprit or ""
     limit = _S["time_limit"]
+    spot = where_it_ran(_spot(frame, culprit), Path(_S["folder"])) if _STACK else ""
     if _ALARMS > 5:  # it keeps catching TimeLimit: end this process, the grader goes on
         message = {"kind": "limit", "text": (
             f"time limit: {'your ' + BY_ID[culprit].qualname if culprit else 'the test'} ran "
             f"more than {limit:.0f} s and did not stop when told to (does it catch every "
-            "exception?)"), "where": None}
+            "exception?)" + (f"; it was {spot}" if spot else "")), "where": None}
         row = {"nodeid": _RUN["nodeid"], "outcome": "failed", "seconds": 0.0,
                "reached": [culprit] if culprit else [], "other": None if culprit else message,
                "verdicts": {culprit: {"outcome": "failed", "message": message}} if culprit else {},
@@ -1063,8 +1272,12 @@ def _on_alarm(signum, frame) -> None:
         _write(row)
         os._exit(75)
     what = f"your {BY_ID[culprit].qualname} (exercise {culprit})" if culprit else "the test"
-    raise TimeLimit(f"time limit: {what} was still running after {limit:.0f} s (an endless "
-                    "loop, or much slower than it should be?)")
+    if "the loop" in spot:
+        raise TimeLimit(f"time limit: {what} was still running after {limit:.0f} s, {spot}: "
+                        "does that loop ever end (or is it much slower than it should be)?")
+    raise TimeLimit(f"time limit: {what} was still running after {limit:.0f} s"
+                    + (f", {spot}" if spot else "")
+                    + " (an endless loop, or much slower than it should be?)")
 
 
 def _write(row: dict) -> None:
@@ -1213,6 +1426,8 @@ def pytest_configure(config) -> None:
         return
     _S = json.loads(Path(os.environ[ENV]).read_text(encoding="utf-8"))
     threading.Thread(target=_guard_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=_watch_spot, args=(threading.main_thread().ident,),
+                     daemon=True).start()
     stale = [m for m in sys.modules if m.split(".")[0] in STAGES.values()]
     if stale:
         _ERRORS.append(f"stage modules imported before the workbook was on sys.path: {stale}")

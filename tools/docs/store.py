@@ -13,6 +13,10 @@ A run's key says when it must be made again: when its command, its corpus or the
 *meaning* of the stage code it runs changes. Meaning is the syntax tree without
 docstrings, so comments, docstrings and formatting do not count; and a training run's
 numbers do not depend on the modules that only draw or print after training (DRAWING).
+
+Each record keeps the machine it was made on (``machine``): its kind of CPU, which decides
+whether the run repeats bit for bit, and its speed on a small fixed piece of work, by which
+``estimate`` scales the run's stored time to this machine.
 """
 
 from __future__ import annotations
@@ -44,6 +48,10 @@ DRAWING = {"__main__.py", "buildup.py", "inspect.py", "lens.py", "plots.py", "pr
 # so that two runs at a time share the two cores of the machine the docs are made on.
 THREADS = "1"
 CLASSIC = {"shakespeare": "tinyshakespeare.txt", "tang": "tang-99ebbef7e134.txt"}  # in CACHE/data
+# The fixed piece of work whose time says how fast a machine is (calibration); change its
+# name with the work, and times measured with the old one are no longer scaled by it.
+CALIBRATION = "mlp 256x128x512, 20 steps, 1 thread"
+GUESS = 60.0  # seconds, for a run that was never made: no time to go by
 
 
 @cache
@@ -154,7 +162,54 @@ def machine() -> dict:
     kind = (f"{cpu}, family {fields.get('cpu family', '?')} model {fields.get('model', '?')}, "
             f"{torch.backends.cpu.get_cpu_capability()}")
     return {"torch": torch.__version__, "cpu": cpu, "kind": kind,
-            "python": platform.python_version()}
+            "python": platform.python_version(), "calibration": calibration()}
+
+
+def calibration(repeats: int = 6) -> dict:
+    """How fast this machine is: the seconds a fixed piece of training (CALIBRATION: a small
+    MLP's forward, backward and update, on one thread as the docs runs are) takes, the least
+    of ``repeats`` tries so that a busy moment counts little; about a second in all. A run's
+    stored time times the ratio of two machines' seconds is about its time on the other."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        g = torch.Generator().manual_seed(0)
+        w1 = (torch.randn(128, 512, generator=g) * 0.05).requires_grad_()
+        w2 = (torch.randn(512, 128, generator=g) * 0.05).requires_grad_()
+        x = torch.randn(256, 128, generator=g)
+        best = float("inf")
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(20):
+                loss = torch.nn.functional.gelu(x @ w1).matmul(w2).softmax(-1).square().mean()
+                loss.backward()
+                with torch.no_grad():
+                    for w in (w1, w2):
+                        w -= 0.01 * w.grad
+                        w.grad = None
+            best = min(best, time.perf_counter() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return {"work": CALIBRATION, "seconds": round(best, 4)}
+
+
+def scaled(seconds: float, made_on: dict) -> tuple[float, bool]:
+    """``seconds`` measured on the machine ``made_on`` (a record's ``machine``), as this one
+    would take them: scaled by the two machines' calibration; as measured, and False, when
+    the record has none (made before machines kept one) or one of another work."""
+    theirs, mine = made_on.get("calibration") or {}, machine().get("calibration") or {}
+    if theirs.get("work") == mine.get("work") and theirs.get("seconds") and mine.get("seconds"):
+        return seconds * mine["seconds"] / theirs["seconds"], True
+    return seconds, False
+
+
+def estimate(run: Run) -> tuple[float, bool]:
+    """About how long making ``run`` takes on this machine, and whether that is its stored
+    time scaled to this machine (False: as stored, or GUESS for a run never made)."""
+    stored = load(run)
+    return scaled(stored.seconds, stored.machine) if stored else (GUESS, False)
 
 
 def path_of(run: Run) -> Path:
@@ -259,6 +314,16 @@ def in_turn(work: Callable[[Run], object], runs: list[Run], workers: int = 2) ->
         list(pool.map(work, [r for r in runs if not alone(r)]))  # and raise
     for run in filter(alone, runs):
         work(run)
+
+
+def in_turn_seconds(runs: dict[Run, float], workers: int = 2) -> float:
+    """How long ``in_turn`` takes over ``runs`` (each run: its seconds): those on one thread
+    go, in order, to whichever of the ``workers`` is free first; then the others one by one."""
+    free = [0.0] * workers
+    for run, seconds in runs.items():
+        if not alone(run):
+            free[free.index(min(free))] += seconds
+    return max(free) + sum(seconds for run, seconds in runs.items() if alone(run))
 
 
 def make_all(runs: list[Run]) -> None:

@@ -422,7 +422,7 @@
       const prompt = el("label", { class: "gx-prompt-label", for: `${id}-prompt` }, TEXT.prompt);
       const promptHelp = el("p", { class: "gx-help", id: `${id}-prompt-help`, text: TEXT.promptHelp });
       const reads = el("p", { class: "gx-reads" }, el("span", { text: TEXT.reads }), " ", this.reads);
-      const bigBox = el("figure", { class: "gx-bigbox" }, this.bigCaption,
+      const bigBox = this.bigBox = el("figure", { class: "gx-bigbox" }, this.bigCaption,
         el("div", { class: "gx-scroll" }, this.big), this.readout);
       const viewBox = el("figure", { class: "gx-viewbox" },
         el("figcaption", { class: "gx-caption", text: TEXT.headViewCaption }),
@@ -593,12 +593,26 @@
       }
     }
 
-    // Geometry of the large map: tick labels left (queries) and on top (keys).
+    // Where the large map goes: beside the small maps while it fits there with cells of
+    // 12 px or more, else on a row of its own below them (the flex row wraps).
+    placeBig() {
+      const T = this.result ? this.result.T : 0;
+      const row = this.bigBox.parentElement.clientWidth;
+      this.bigBox.style.minWidth = T ? `${Math.min(row, Math.ceil(12 * (T + 1.1) + 12))}px` : "";
+    }
+
+    // Geometry of the large map: tick labels left (queries) and on top (keys). It fits its
+    // box whatever the prompt's length: the cells are as large as fit (up to 28 px), and
+    // where they get smaller than the labels' smallest font (9 px, on a phone), only every
+    // step-th character is labelled.
     bigGeometry() {
       const T = this.result.T;
       const avail = Math.max(160, this.big.parentElement.clientWidth - 4); // its own column
-      const cell = Math.max(14, Math.min(this.compact ? 20 : 28, Math.floor((avail - 8) / (T + 1.1))));
-      return { T, cell, label: Math.round(cell * 1.1) + 6, font: Math.min(15, Math.round(cell * 0.8)) };
+      let cell = Math.max(1, Math.min(this.compact ? 20 : 28, Math.floor((avail - 8) / (T + 1.1))));
+      const font = Math.max(9, Math.min(15, Math.round(cell * 0.8)));
+      const label = Math.max(Math.round(cell * 1.1), font + 2) + 6;
+      cell = Math.max(1, Math.min(cell, Math.floor((avail - 2 - label) / T)));
+      return { T, cell, label, font, step: Math.ceil(font / cell) };
     }
 
     bigCell(x, y) {
@@ -627,20 +641,22 @@
       c = c || colors(this.root);
       const res = this.result;
       if (!res) {
+        this.placeBig();
         sizeCanvas(this.big, 1, 1); sizeCanvas(this.headView, 1, 1);
         this.readout.textContent = ""; this.headText.textContent = "";
         this.big.setAttribute("aria-label", TEXT.noMap);
         return;
       }
       const wts = res.maps[this.layer][this.head], q = this.queryIndex(), chars = this.chars;
-      const { T, cell, label, font } = this.bigGeometry();
+      this.placeBig();
+      const { T, cell, label, font, step } = this.bigGeometry();
       const g = sizeCanvas(this.big, label + T * cell + 2, label + T * cell + 2);
       this.paintMap(g, wts, T, label, label, cell, c);
       g.fillStyle = c.fg;
       g.font = `${font}px ${c.font}`;
       g.textAlign = "center";
       g.textBaseline = "middle";
-      for (let i = 0; i < T; i++) {
+      for (let i = 0; i < T; i += step) {
         g.fillText(shown(chars[i]), label / 2, label + (i + 0.5) * cell); // queries, down the left
         g.fillText(shown(chars[i]), label + (i + 0.5) * cell, label / 2); // keys, along the top
       }

@@ -4,7 +4,7 @@ against the spread between seeds of one stage."""
 
 from __future__ import annotations
 
-from .. import Job, Page, table
+from .. import Draw, Job, Page, table
 from . import BUILTIN, CLASSIC, PRESETS, SEEDS, STAGES, classic, preset, train
 
 RUNS = {(stage, data, seed): train(stage, data, seed=seed)
@@ -74,7 +74,7 @@ def rare(page: Page, data: str, few: int = 50, many: int = 500) -> None:
 
 def write(page: Page) -> None:
     for data in BUILTIN:
-        rare(page, data)
+        page.draw(rare, data)
         rows, before = [], None
         for stage in STAGES:
             runs = [page.stored(RUNS[stage, data, s]).metrics for s in SEEDS]
@@ -111,5 +111,6 @@ def write(page: Page) -> None:
 
 JOBS = [Job("compare", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(),
                                     *PRESET_RUNS.values()),
-            folders=tuple(RUNS["stage5_gpt", data, SEEDS[0]] for data in BUILTIN),
+            draws=tuple(Draw(rare, data, reads=RUNS["stage5_gpt", data, SEEDS[0]])
+                        for data in BUILTIN),
             timed=(*CLASSIC_RUNS.values(), *PRESET_RUNS.values()))]

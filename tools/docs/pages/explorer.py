@@ -16,7 +16,7 @@ import json
 import math
 from pathlib import Path
 
-from .. import Job, Page
+from .. import Draw, Job, Page
 from .stage5 import RUNS
 
 FORMAT, VERSION = "gpt-stages-explorer", 2
@@ -138,5 +138,6 @@ def write(page: Page) -> None:
     page.fact("float32_mb", float32 / 1e6)
 
 
-JOBS = [Job("explorer", write, runs=tuple(RUNS.values()), folders=tuple(RUNS.values()),
+JOBS = [Job("explorer", lambda page: page.draw(write), runs=tuple(RUNS.values()),
+            draws=(Draw(write, reads=tuple(RUNS.values())),),
             files=("stage5_gpt/model.py", "stage5_gpt/data.py"))]

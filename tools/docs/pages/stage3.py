@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from .. import Job, Page, Run, table
+from .. import Draw, Job, Page, Run, table
 from . import ZH_LABELS, classic, train
 from .stage2 import training
 
@@ -300,16 +300,16 @@ def worked(page: Page) -> None:
 def write(page: Page) -> None:
     training(page, "stage3_attention", RUNS)
     for data in ("en", "zh"):
-        trained_head(page, data)
-        scores_on_a_prompt(page, data)
-        context_curve(page, data)
+        page.draw(trained_head, data)
+        page.draw(scores_on_a_prompt, data)
+        page.draw(context_curve, data)
     out = page.stored(BUILDUP).stdout
     for i, part in enumerate(out.split("== ")[1:], start=1):
         page.write(f"buildup_{i}.txt", part.split("\n", 1)[1].strip("\n"))
     for lang in ("en", "zh"):
         buildup_figures(page, lang)
     sinusoidal(page)
-    shapes(page)
+    page.draw(shapes)
     worked(page)
     rows = [("learned", page.stored(RUNS["en"]))] + [(p, page.stored(r)) for p, r in POS.items()]
     page.both("positions", table(
@@ -322,5 +322,7 @@ def write(page: Page) -> None:
 
 
 JOBS = [Job("stage3", write, runs=(*RUNS.values(), *POS.values(), BUILDUP),
-            folders=(RUNS["en"], RUNS["zh"]), timed=tuple(RUNS.values()),
+            draws=(*(Draw(f, d, reads=RUNS[d]) for d in ("en", "zh")
+                     for f in (trained_head, scores_on_a_prompt, context_curve)),
+                   Draw(shapes, reads=RUNS["en"])), timed=tuple(RUNS.values()),
             files=("stage3_attention",))]

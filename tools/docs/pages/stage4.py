@@ -3,7 +3,7 @@ variants, and what each part buys (a part taken out, against the spread of seeds
 
 from __future__ import annotations
 
-from .. import Job, Page, table
+from .. import Draw, Job, Page, table
 from . import SEEDS, ZH_LABELS, classic, train
 from .stage2 import training
 
@@ -41,8 +41,8 @@ def attention(page: Page, data: str, labels: dict | None, tag: str) -> None:
 def write(page: Page) -> None:
     training(page, STAGE, RUNS)
     for data in ("en", "zh"):
-        attention(page, data, None, "")
-        attention(page, data, ZH_LABELS, "_zh")
+        page.draw(attention, data, None, "")
+        page.draw(attention, data, ZH_LABELS, "_zh")
     full = page.stored(RUNS["en"]).metrics
     seeds = [full["val_loss"]] + [page.stored(r).metrics["val_loss"] for r in SEED_RUNS]
     spread = max(seeds) - min(seeds)
@@ -74,4 +74,6 @@ def write(page: Page) -> None:
 
 JOBS = [Job("stage4", write, runs=(*RUNS.values(), *SEED_RUNS, *VARIANTS.values(),
                                    *ABLATIONS.values(), *HARDER.values()), files=(STAGE,),
-            folders=(RUNS["en"], RUNS["zh"]), timed=(*RUNS.values(), *VARIANTS.values()))]
+            draws=tuple(Draw(attention, d, labels, tag, reads=RUNS[d]) for d in ("en", "zh")
+                        for labels, tag in ((None, ""), (ZH_LABELS, "_zh"))),
+            timed=(*RUNS.values(), *VARIANTS.values()))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .. import Job, Page, Run, table
+from .. import Draw, Job, Page, Run, table
 from . import CLASSIC, ZH_LABELS, classic, preset, train
 from .stage2 import numbers, training
 
@@ -175,8 +175,8 @@ def write(page: Page) -> None:
     for name, run in PRESETS.items():  # their runs are on the scale page; here, their size
         page.fact(f"{name}.params", page.stored(run).metrics["params"])
     for data in RUNS:
-        figures(page, data)
-        embeddings(page, data)
+        page.draw(figures, data)
+        page.draw(embeddings, data)
     for name, run in {**{d: SAMPLES[d] for d in RUNS},
                       **{f"inspect_{d}": r for d, r in INSPECT.items()}}.items():
         page.write(f"{'sample_' if not name.startswith('inspect') else ''}{name}.txt",
@@ -187,5 +187,6 @@ def write(page: Page) -> None:
 
 JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
                                    *SAMPLES.values(), *INSPECT.values(), TIED), files=(STAGE,),
-            folders=tuple(RUNS.values()),
+            draws=tuple(Draw(f, d, reads=run) for d, run in RUNS.items()
+                        for f in (figures, embeddings)),
             timed=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values()))]
