@@ -75,7 +75,9 @@ def test_a_failing_save_keeps_the_old_checkpoint(trained, monkeypatch, error):
     monkeypatch.setattr(torch, "save", half_save)
     with torch.no_grad():
         model.token_embedding_table.weight.zero_()
-    with pytest.raises(type(error)):
+    # A full disk is the learner's to fix: one line that says so; Ctrl-C stays Ctrl-C.
+    expected = KeyboardInterrupt if isinstance(error, KeyboardInterrupt) else UserError
+    with pytest.raises(expected, match=None if expected is KeyboardInterrupt else "Is the disk full"):
         save_checkpoint(path, model, tok, step=43)
     assert path.read_bytes() == before
     assert _files(path.parent) == ["ckpt.pt"]  # the temporary file is gone too

@@ -63,7 +63,7 @@ import torch  # noqa: E402
 
 from stage4_block import train as train4  # noqa: E402
 from stage4_block import variants  # noqa: E402
-from stage5_gpt import fast as fast5  # noqa: E402
+from stage5_gpt import precision as precision5  # noqa: E402
 from stage5_gpt import model as model5  # noqa: E402
 from stage5_gpt import train as train5  # noqa: E402
 from stage5_gpt.cli import non_negative_int, positive_int  # noqa: E402
@@ -166,7 +166,7 @@ def stage5_forward(model: GPT, flash: bool = False, dtype: str = "float32"):
     devices = ("cpu",) if flash else model5.FLASH_DEVICES
 
     def forward(x, y):
-        with fast5.autocast(dtype, "cpu")[0], mock.patch.object(model5, "FLASH_DEVICES", devices):
+        with precision5.autocast(dtype, "cpu")[0], mock.patch.object(model5, "FLASH_DEVICES", devices):
             return model(x, y)[1]
     return forward
 
@@ -222,7 +222,7 @@ def bench_dtype(args: argparse.Namespace) -> dict:
     r = race({"float32": job(m32, a, stage5_forward(m32, dtype="float32")),
               "bfloat16": job(m16, a, stage5_forward(m16, dtype="bfloat16"))}, args)
     table(["--dtype", "tokens/s", "vs float32"], [[k, *cells(v)] for k, v in r.items()])
-    fast = fast5.bfloat16_is_fast("cpu")
+    fast = precision5.bfloat16_is_fast("cpu")
     say("bfloat16_is_fast('cpu') is True: this CPU multiplies bfloat16 fast, so --dtype "
         "auto trains in bfloat16 here" if fast else "bfloat16_is_fast('cpu') is False: "
         "this CPU has no fast bfloat16 (no AVX512-BF16 or AMX), so --dtype auto trains in "
