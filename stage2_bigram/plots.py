@@ -69,9 +69,12 @@ def _register(paths: list[Path]) -> str | None:
     """Add the font files to matplotlib; the Simplified Chinese family among them, if any."""
     files = [str(p) for p in paths if p.is_file()]
     known = {f.fname for f in font_manager.fontManager.ttflist}
-    for file in files:
+    for file in list(files):
         if file not in known:
-            font_manager.fontManager.addfont(file)
+            try:
+                font_manager.fontManager.addfont(file)
+            except (RuntimeError, OSError):  # matplotlib < 3.11 cannot read the variable font
+                files.remove(file)  # collection ("SFNT font table missing"): the next source
     names = {f.name for f in font_manager.fontManager.ttflist if f.fname in files}
     family = CJK_FAMILY if CJK_FAMILY in names else next(
         (n for n in sorted(names) if n.endswith(" SC")), None)
@@ -108,9 +111,12 @@ def plot_losses(history: list[dict], path: str | Path, title: str = "loss",
     ax.plot(steps, [h["val"] for h in history], label=labels["val"])
     ax.set_xlabel(labels["step"])
     ax.set_ylabel(labels["loss"])
-    ax.set_title(title)
+    # Title and legend at the top left, above the curves: a phone shows the left part of a
+    # wide figure first, and no line runs under the legend.
+    ax.set_title(title, x=0, ha="left", pad=22)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1), ncols=2, frameon=False, borderaxespad=0.2,
+              borderpad=0, handlelength=1.5, columnspacing=1.2)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

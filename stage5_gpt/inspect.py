@@ -31,6 +31,11 @@ MAX_PROMPT = 16  # wider T x T matrices do not fit a terminal
 SHOW_DIMS = 8  # columns shown of x, q, k, v and the output
 
 
+def offset_name(d: int) -> str:
+    """How a key position j relates to the query i: "i", "i-1", "i-2", ..."""
+    return "i" if d == 0 else f"i-{d}"
+
+
 def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -185,13 +190,17 @@ def format_explanation(result: dict, dims: int = SHOW_DIMS) -> str:
             result["heads_out"])
 
     w = result["weights"]
-    top = w[1:].argmax(dim=-1).tolist()  # top[i - 1]: the j of row i's largest weight
-    on = {name: sum(j == i - 1 + d for i, j in enumerate(top, start=1))
-          for name, d in (("prev", 0), ("self", 1))}
-    out += [] if T < 2 else ["", f"where each row looks: the largest weight of row i (i = 1..{T - 1}) is on "
-                f"j = i-1 (the previous character) in {on['prev']} rows, on j = i (itself) in "
-                f"{on['self']}, elsewhere in {T - 1 - on['prev'] - on['self']};",
-            "  weights on j = i-1: " + " ".join(number(w[i, i - 1].item()) for i in range(1, T))]
+    if T >= 2:  # where each row (query i >= 1) puts its largest weight: j = i - d
+        offsets = [i - j for i, j in enumerate(w.argmax(dim=-1).tolist())][1:]
+        counts = sorted(((offsets.count(d), d) for d in set(offsets)), key=lambda c: (-c[0], c[1]))
+        d = counts[0][1]  # the offset most rows share
+        named = {0: "itself", 1: "the previous " + result["unit"]}
+        out += ["", f"where each row looks: the largest weight of row i (i = 1..{T - 1}) is on "
+                    + ", ".join(f"j = {offset_name(o)} in {n} row{'s' * (n > 1)}" for n, o in counts)
+                    + f"; most often {offset_name(d)}"
+                    + (f" ({named[d]})" if d in named else ""),
+                f"  weights on j = {offset_name(d)}: "
+                + " ".join(number(w[i, i - d].item()) if i >= d else "-" for i in range(1, T))]
     soft = (F.softmax(result["masked"], dim=-1) - result["weights"]).abs().max().item()
     mixed = (result["weights"] @ result["v"] - result["heads_out"]).abs().max().item()
     out += ["", f"checks: softmax(masked) == weights (max |diff| {soft:.1e}); "

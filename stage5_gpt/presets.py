@@ -7,7 +7,8 @@ GPT learns in about two minutes on a laptop CPU.
 """
 
 PRESETS = {
-    # nanoGPT's configuration for a laptop CPU (its README), for side-by-side runs.
+    # nanoGPT's configuration for a laptop CPU (its README), for side-by-side runs: its model
+    # too, biases off and the head tied, as nanoGPT's model.py builds it.
     "nanogpt-cpu": dict(data="shakespeare", block_size=64, batch_size=12, n_layer=4, n_head=4,
                         n_embd=128, dropout=0.0, bias=False, max_iters=2000, lr=1e-3,
                         min_lr=1e-4, warmup_iters=100, eval_interval=250, eval_iters=20),
@@ -25,8 +26,16 @@ PRESETS = {
 }
 
 
+def as_flag(key: str, value: object) -> str:
+    """One setting as a reader types it: --n-layer 4, --no-bias."""
+    flag = key.replace("_", "-")
+    if isinstance(value, bool):
+        return f"--{flag}" if value else f"--no-{flag}"
+    return f"--{flag} {value}"
+
+
 def presets_help() -> str:
     """What --help says of --preset: every preset with the flags it sets."""
     return "named settings: " + "; ".join(
-        f"{name}: " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in flags.items())
+        f"{name}: " + " ".join(as_flag(k, v) for k, v in flags.items())
         for name, flags in PRESETS.items())

@@ -293,8 +293,8 @@ SECTIONED_PAGE = textwrap.dedent(
 
 def _sectioned_stages(root: Path) -> None:
     old = "x = 1\n" * 20
-    new = ("x = 1\n" * 10 + "# --8<-- [start:head]\nq = 2\n# --8<-- [end:head]\n"
-           + "x = 1\n" * 10 + "# --8<-- [start:tail]\nt = 3\n# --8<-- [end:tail]\n")
+    new = ("x = 1\n" * 10 + "def head():\n    q = 2\n"  # included by name on the page
+           + "x = 1\n" * 10 + "def tail():\n    t = 3\n")
     for name, text in (("stage1_a", old), ("stage2_b", new)):
         (root / name).mkdir()
         (root / name / "model.py").write_text(text, encoding="utf-8")
@@ -309,7 +309,7 @@ def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
     # Two hunks: the first (the head section) gets a link, the second (tail: not shown
     # on the page) none.
     assert md.count('class="stage-diff-explained"') == 1
-    assert md.index("stage-diff-explained") < md.index("+q = 2") < md.index("+t = 3")
+    assert md.index("stage-diff-explained") < md.index("+    q = 2") < md.index("+    t = 3")
     # Once rendered, the placeholder points at the id of the heading on the rendered page.
     html = ('<p class="stage-diff-explained">' + md.split('<p class="stage-diff-explained">')[1]
             .split("</p>")[0] + "</p>")
@@ -577,3 +577,56 @@ def test_page_code_runs_and_prints_what_its_comments_say(page, code):
 def test_the_padding_box_of_both_editions_runs():
     pages = [page for page, _ in page_programs()]
     assert pages.count("docs/stage1_data.md") == pages.count("docs/zh/stage1_data.md") == 1
+
+
+def test_annotations_mark_the_first_line_holding_each_text(tmp_path):
+    """Notes on included code (docs/hooks/includes.py): the stage file stays as it is; the
+    page's code gets Material's ``# (n)!`` markers, and a text no line holds fails."""
+    hook = load_hook("includes")
+    (tmp_path / "m.py").write_text("def f(x):\n    y = x + 1\n    return y * 2\n", encoding="utf-8")
+    page = '<!-- annotate: (1) y = x | (2) return -->\n```python\n--8<-- "m.py:f"\n```\n'
+    assert hook.include(page, tmp_path).split("\n")[:4] == [
+        "```python", "def f(x):", "    y = x + 1  # (1)!", "    return y * 2  # (2)!"]
+    assert "(1)" not in (tmp_path / "m.py").read_text(encoding="utf-8")
+    with pytest.raises(hook.PluginError, match="no line of m.py:f contains 'z ='"):
+        hook.include('<!-- annotate: (1) z = -->\n--8<-- "m.py:f"\n', tmp_path)
+
+
+# ---------------------------------------------------------------------------
+# Pages a learner finishes: the main path of a stage page is at most 3,000 words
+
+
+MAIN_PATH_WORDS = 3000
+
+
+def main_path_words(markdown: str) -> int:
+    """The words a reader meets when reading a page straight through: its prose, outside
+    code blocks, admonitions (depth boxes, tests, exercises: they open on demand), tables,
+    HTML comments and included files; English words and numbers, each CJK character one."""
+    kept, fence, box = [], None, False
+    for line in markdown.split("\n"):
+        s = line.strip()
+        if fence:
+            fence = None if s.startswith(fence) else fence
+            continue
+        if re.match(r"^(`{3,}|~{3,})", s) and not box:
+            fence = re.match(r"^(`{3,}|~{3,})", s)[1]
+            continue
+        if re.match(r"^(\?\?\?\+?|!!!) ", line):
+            box = True
+            continue
+        if box and (line.startswith("    ") or not s):
+            continue
+        box = False
+        if not s.startswith(("<!--", "|", "--8<--")):
+            kept.append(line)
+    prose = re.sub(r"\$[^$]*\$|\{\{[^}]*\}\}|<[^>]+>|\]\([^)]*\)", " ", "\n".join(kept))
+    return len(re.findall(r"[A-Za-z0-9'’]+|[\u3400-\u9fff]", prose))
+
+
+@pytest.mark.parametrize("page", [f"stage{n}_{name}.md" for n, name in
+                                  ((1, "data"), (2, "bigram"), (3, "attention"), (4, "block"),
+                                   (5, "gpt"))])
+def test_the_main_path_of_a_stage_page_is_at_most_3000_words(page):
+    words = main_path_words((ROOT / "docs" / page).read_text(encoding="utf-8"))
+    assert words <= MAIN_PATH_WORDS, f"{page}: {words} words outside boxes and code"

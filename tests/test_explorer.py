@@ -1,6 +1,6 @@
 """The attention explorer's export (tools/docs/pages/explorer.py): format and round trip.
 
-The weights are stored as float16 (both models' files must fit BUDGET_BYTES): reading an
+The weights are stored as float16 (the three models' files must fit BUDGET_BYTES): reading an
 export back gives each trained number rounded to the nearest float16, exactly.
 
 The browser side (the page's forward pass against PyTorch) is tests/test_explorer_browser.py.
@@ -23,7 +23,7 @@ from stage5_gpt.model import GPT, GPTConfig  # noqa: E402
 from stage5_gpt.tokenizer import CharTokenizer  # noqa: E402
 from tools.docs.pages import explorer  # noqa: E402
 
-BUDGET_BYTES = 8 * 1024 * 1024  # model files of both languages together (issue 14)
+BUDGET_BYTES = 8 * 1024 * 1024  # the files of every model together: en, zh, tang (issues 14, 41)
 
 
 def tiny_checkpoint(tmp_path: Path, **config) -> tuple[Path, GPT, CharTokenizer]:
@@ -126,7 +126,8 @@ def test_the_shipped_exports_load_and_fit_the_budget():
     folder = ROOT / "docs" / "generated" / "explorer"
     total = sum((folder / f"{lang}.{ext}").stat().st_size
                 for lang in explorer.EXAMPLES for ext in ("json", "bin"))
-    print(f"explorer model files, both languages: {total:,} bytes")
+    print(f"explorer model files, {len(explorer.EXAMPLES)} models: {total:,} bytes")
+    assert sorted(explorer.EXAMPLES) == ["en", "tang", "zh"]
     assert total <= BUDGET_BYTES
     for lang in explorer.EXAMPLES:
         model, vocab, header = explorer.load_export(folder / f"{lang}.json")

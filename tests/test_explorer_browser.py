@@ -2,19 +2,21 @@
 
 The built site is served from 127.0.0.1 (as in tests/test_docs_browser.py, whose fixtures
 this module reuses: same skip rules, GPT_TUTORIAL_REQUIRE_BROWSER=1 turns a skip into a
-failure). The page's JavaScript runs several prompts (English and Chinese, one character
-and block_size characters long) through the exported weights; PyTorch runs the same
+failure). The page's JavaScript runs several prompts (for each of the three models, English,
+Chinese and Tang poems: one character, its example and block_size characters long) through
+the exported weights; PyTorch runs the same
 prompts through the same files loaded into stage5_gpt.model.GPT; logits and every
 attention weight must agree to 1e-4. Both read the very same float16 numbers (turned into
 float32 exactly), so storing the weights as float16 loosens nothing here: what is left is
 PyTorch's float32 arithmetic against the page's float64. The exports must also be current
 (the explorer job not stale: not older than stage5_gpt/ or its own code). Then the widget
 as a reader uses it: layers and heads numbered from 0, newlines in the prompt and in what
-it samples, unknown characters, the crop to block_size, the model switch, keyboard,
-sampling; a 390 px phone in dark mode. The budgets (model bytes, first render,
+it samples, unknown characters, the crop to block_size, the switch between the three
+models, keyboard, sampling, and on a line of verse the very next character the page's text
+quotes (facts explorer.<model>.verse_next); a 390 px phone in dark mode. The budgets (model bytes, first render,
 one full-length forward pass) are measured and printed. The Chinese edition's page
 (docs/zh/explorer.md, under <site>/zh) runs the same code on the English site's weights,
-in Chinese: its texts, notes and aria-labels, both models, agreement with PyTorch on
+in Chinese: its texts, notes and aria-labels, the three models, agreement with PyTorch on
 Chinese prompts, 1280 and 390 px in light and dark. Screenshots go to
 $EXPLORER_SCREENSHOT_DIR when it is set.
 """
@@ -48,9 +50,20 @@ TOLERANCE = 1e-4  # the same float16 weights on both sides: float32 against floa
 READY = "() => [...document.querySelectorAll('.gpt-explorer')].every((e) => e.dataset.state === 'ready')"
 
 
-def corpus_prompt(lang: str, vocab: list[str], length: int) -> str:
-    """``length`` characters of the built-in corpus the model was trained on."""
-    text = (ROOT / "stage5_gpt" / "corpus" / f"{lang}.txt").read_text(encoding="utf-8")
+def corpus_text(lang: str, example: str) -> str:
+    """The text the model was trained on: a built-in corpus, or the Tang poems where the docs
+    tool cached them (python -m tools.docs; else the model's example, repeated)."""
+    from tools.docs.store import CACHE, CLASSIC
+
+    for path in (ROOT / "stage5_gpt" / "corpus" / f"{lang}.txt", CACHE / "data" / CLASSIC.get(lang, "-")):
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return example * 200
+
+
+def corpus_prompt(lang: str, vocab: list[str], length: int, example: str = "") -> str:
+    """``length`` characters of the corpus the model was trained on."""
+    text = corpus_text(lang, example)
     known = set(vocab)  # a set: the Chinese corpus is 554,350 characters, its vocabulary 3,109
     return "".join(ch for ch in text if ch in known)[1000:1000 + length]
 
@@ -120,7 +133,7 @@ def agreement(page, exports, langs=None) -> dict[str, tuple[float, float]]:
         if langs is not None and lang not in langs:
             continue
         T = header["config"]["block_size"]
-        prompts = [vocab[len(vocab) // 2], header["example"], corpus_prompt(lang, vocab, T)]
+        prompts = [vocab[len(vocab) // 2], header["example"], corpus_prompt(lang, vocab, T, header["example"])]
         assert [len(p) for p in prompts][::2] == [1, T]
         for prompt in prompts:
             ids = [vocab.index(ch) for ch in prompt]
@@ -157,11 +170,11 @@ def test_budgets(explorer_page, exports):
     page, _ = explorer_page
     size = sum((FOLDER / f"{lang}.{ext}").stat().st_size for lang in exports for ext in ("json", "bin"))
     first = page.evaluate("() => window.gptExplorer.firstRender")
-    lines = [f"model files, both languages: {size:,} bytes ({size / 2**20:.2f} MiB; budget 8 MiB)",
+    lines = [f"model files, all {len(exports)} models: {size:,} bytes ({size / 2**20:.2f} MiB; budget 8 MiB)",
              f"first interactive render: {first:.0f} ms after navigation start (budget 2000 ms)"]
     for lang, (_, vocab, header) in exports.items():
         T = header["config"]["block_size"]
-        ids = [vocab.index(ch) for ch in corpus_prompt(lang, vocab, T)]
+        ids = [vocab.index(ch) for ch in corpus_prompt(lang, vocab, T, header["example"])]
         ms = page.evaluate("([lang, ids]) => window.gptExplorer.time(lang, ids, 5)", [lang, ids])
         lines.append(f"one forward pass, {lang}, T={T}: {ms:.1f} ms (median of 5; budget 50 ms)")
         assert ms < 1000
@@ -261,7 +274,28 @@ def test_a_reader_can_use_it(explorer_page, exports, shots):
     assert state["notes"] == "" and len(state["top"]) == 3  # top-k is still 3
     if shots:
         root.screenshot(path=str(shots / "explorer-zh-1280-light.png"))
+    verse(page, root, exports)
+    if shots:
+        root.screenshot(path=str(shots / "explorer-tang-1280-light.png"))
     assert not errors, errors
+
+
+def verse(page, root, exports) -> None:
+    """The page's section on verse: after 床前明月光，疑是地上 each Chinese model's most likely
+    next character in the widget is the one the text quotes, and PyTorch's; the Tang model
+    is the third choice and starts from its own example."""
+    facts = json.loads((FOLDER / "facts.json").read_text(encoding="utf-8"))
+    box = root.locator(".gx-prompt")
+    for lang in ("zh", "tang"):
+        root.locator(f".gx-models input[value={lang}]").check()
+        page.wait_for_function(READY)
+        if lang == "tang":
+            assert widget_state(page)["prompt"] == exports["tang"][2]["example"]
+        box.fill(explorer.VERSE)
+        state = widget_state(page)
+        model, vocab, _ = exports[lang]
+        assert state["model"] == lang and state["top"][0].split(" ")[0] == facts[f"{lang}.verse_next"]
+        assert facts[f"{lang}.verse_next"] == explorer.next_after(model, vocab, explorer.VERSE)[0][0]
 
 
 def newlines(page, root, lang: str, export) -> None:
@@ -296,14 +330,14 @@ def own_context(playwright_api, site, blocked, **options):
     return offline(playwright_api.new_context(service_workers="block", **options), site, blocked)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", ["en", "zh", "tang"])
 def test_phone_dark_mode(playwright_api, base_url, site, blocked, exports, shots, lang):
     ctx = own_context(playwright_api, site, blocked, viewport={"width": 390, "height": 844},
                       is_mobile=True, has_touch=True, color_scheme="dark")
     page, _, errors = open_page(ctx, base_url + page_path(site, "explorer.md"))
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
-    if lang == "zh":
-        page.locator(".gx-models input[value=zh]").first.check()
+    if lang != "en":
+        page.locator(f".gx-models input[value={lang}]").first.check()
         page.wait_for_function(READY)
     assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
     width = page.evaluate("document.documentElement.scrollWidth")
@@ -361,13 +395,13 @@ def test_the_large_map_fits_its_box(playwright_api, base_url, site, blocked, sho
     page.wait_for_function(READY, timeout=TIMEOUT_MS)
     root = page.locator(".gpt-explorer").first
     big = root.locator("canvas.gx-big")
-    for lang in ("en", "zh"):
-        if lang == "zh":
-            root.locator(".gx-models input[value=zh]").check()
+    for lang in ("en", "zh", "tang"):
+        if lang != "en":
+            root.locator(f".gx-models input[value={lang}]").check()
             page.wait_for_function(READY)
         header = json.loads((FOLDER / f"{lang}.json").read_text(encoding="utf-8"))
         vocab, T = header["vocab"], header["config"]["block_size"]
-        for prompt in (header["example"], corpus_prompt(lang, vocab, T)):
+        for prompt in (header["example"], corpus_prompt(lang, vocab, T, header["example"])):
             root.locator(".gx-prompt").fill(prompt)
             size = page.evaluate(BIG_MAP_JS)
             where = f"{lang}, {len(prompt)} characters, {width} px: {size}"
@@ -408,9 +442,13 @@ def test_from_the_file_system_it_explains_instead_of_failing(context, site):
 
 
 def test_the_export_header_is_small(exports):
+    """The header holds the configuration, the tensors' places and the vocabulary, never
+    weights: under 16 kB besides at most 10 bytes a character of the vocabulary (a 汉字 is
+    three bytes of UTF-8, then its quotes, comma, newline and indent)."""
     for lang in exports:
         header = json.loads((FOLDER / f"{lang}.json").read_text(encoding="utf-8"))
-        assert (FOLDER / f"{lang}.json").stat().st_size < 64_000, lang
+        size = (FOLDER / f"{lang}.json").stat().st_size
+        assert size < 16_000 + 10 * len(header["vocab"]), (lang, size)
         assert header["dtype"] == "float16"
 
 
@@ -487,14 +525,14 @@ def test_zh_edition_agrees_with_pytorch_in_chinese(zh_explorer_page, exports):
     assert not errors, errors
 
 
-def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, exports, shots):
+def test_zh_edition_speaks_chinese_and_loads_every_model(zh_explorer_page, exports, shots):
     page, errors = zh_explorer_page
     root = page.locator(".gpt-explorer").first
     box = root.locator(".gx-prompt")
     box.fill(exports["zh"][2]["example"])
     seen = widget_texts(page)
     assert seen["lang"].startswith("zh")
-    for text in ("模型", "提示词", "中文模型：", "第 0 层，第 0 个头：", "第 0 层到第 3 层", "头 0",
+    for text in ("模型", "提示词", "中文模型：", "英文", "中文", "唐诗", "第 0 层，第 0 个头：", "第 0 层到第 3 层", "头 0",
                  "回车键换行", "模型读入的字符（⏎ 是换行，␣ 是空格）：", "头视图", "下一个字符", "温度",
                  "采样下一个字符"):
         assert text in seen["text"], (text, seen["text"])
@@ -538,6 +576,12 @@ def test_zh_edition_speaks_chinese_and_loads_both_models(zh_explorer_page, expor
     assert state["model"] == "en" and state["prompt"] == exports["en"][2]["example"]
     assert state["status"].startswith("英文模型：") and len(state["top"]) == 1  # greedy
     print_worst(agreement(page, exports, ["en"]))
+    root.locator(".gx-models input[value=tang]").check()
+    page.wait_for_function(READY)
+    state = widget_state(page)
+    assert state["model"] == "tang" and state["prompt"] == exports["tang"][2]["example"]
+    assert state["status"].startswith("唐诗模型：")
+    print_worst(agreement(page, exports, ["tang"]))
     root.locator(".gx-models input[value=zh]").check()
     page.wait_for_function(READY)
     assert widget_state(page)["prompt"] == exports["zh"][2]["example"]

@@ -204,13 +204,18 @@ def test_attention_dropout_drops_the_weights_and_the_output():
         if len(inputs) > 1:
             pytest.fail(f"self.{name} was called {len(inputs)} times: once, on {place} ({code})")
         seen = what_it_got(inputs[0], known)
+        if seen == "c_proj's output (weights not dropped)":
+            pytest.fail("what self.attn_dropout returned is not used: the weights it dropped "
+                        "should be the ones that multiply v (y = self.attn_dropout(wei) @ v)")
         if seen != what_it_got(want, known):
             pytest.fail(f"self.{name} got "
                         + (seen or f"a tensor of shape {tuple(inputs[0].shape)}")
                         + f"; it should get {place} ({code})")
     if not torch.allclose(got, Drop.apply(out), atol=1e-5):
-        undropped = what_it_got(got, {"c_proj's output, not what self.resid_dropout returned": out,
-                                      "the weights not dropped": Drop.apply(plain_out)})
+        undropped = what_it_got(got, {
+            "c_proj's output itself, not what self.resid_dropout returned": out,
+            "computed from the weights before self.attn_dropout (what it returned is not used)":
+                Drop.apply(plain_out)})
         pytest.fail("in training the attention's output should be resid_dropout(c_proj(heads of "
                     "attn_dropout(weights) @ v))"
                     + (f"; yours is {undropped}" if undropped else "")

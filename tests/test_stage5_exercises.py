@@ -196,11 +196,13 @@ def test_temperature_zero_is_greedy():
         f"temperature 0 should pick each row's likeliest token [[1], [0], [2]], got {got.tolist()}")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_a_tiny_temperature_is_greedy_and_never_overflows(dtype):
     """logits / temperature overflows for a tiny temperature: a number too big for its float
     becomes inf, inf - inf is nan, and torch.multinomial refuses nan. Shifting the logits so
-    that the largest is 0, and capping 1 / temperature at the largest float, does not."""
+    that the largest is 0, and capping 1 / temperature at the largest float, does not. (A
+    forward pass in 16-bit floats, torch.autocast, hands sample_next 16-bit logits; float16's
+    largest is 65504.)"""
     logits = torch.tensor([[0.0, 3.0, 1.0], [5.0, -1.0, 4.9], [-2.0, -2.0, -1.9]], dtype=dtype)
     kind = str(dtype).removeprefix("torch.")
     for temperature in (1e-30, 1e-40, 1e-50, 5e-324):
@@ -212,7 +214,7 @@ def test_a_tiny_temperature_is_greedy_and_never_overflows(dtype):
             if "probability tensor contains" not in str(e):
                 raise
             pytest.fail(f"{at}, but dividing the logits by it overflowed (a number too big for "
-                        f"its float becomes inf, inf - inf is nan, and torch.multinomial refuses "
+                        "its float becomes inf, inf - inf is nan, and torch.multinomial refuses "
                         "nan): shift the logits so that the largest is 0, and cap 1 / "
                         "temperature at torch.finfo(logits.dtype).max")
         assert got.tolist() == [[1], [0], [2]], (
@@ -245,11 +247,19 @@ def test_the_generator_decides_the_sample():
                                          (dict(temperature=float("nan")), "temperature"),
                                          (dict(top_k=0), "top_k")])
 def test_bad_settings_are_user_errors(kwargs, name):
+    given = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+    nan = any(v != v for v in kwargs.values())
+    why = (" (nan fails every comparison, so `temperature < 0` lets it through: check `not "
+           "temperature >= 0`)" if nan else "")
     try:
         sample_next(torch.zeros(2, 4), **kwargs)
     except UserError as e:
-        assert name in str(e), f"the error for {kwargs} should name {name}, got: {e}"
+        assert name in str(e), f"the error for {given} should name {name}, got: {e}"
     except Exception as e:  # noqa: BLE001
-        pytest.fail(f"{kwargs} should be a UserError naming {name}, got {type(e).__name__}: {e}")
+        if nan and "probability tensor contains" in str(e):
+            pytest.fail(f"sample_next({given}) should be a UserError naming {name}, but the nan "
+                        f"went on into the logits and made every probability nan{why}")
+        pytest.fail(f"sample_next({given}) should be a UserError naming {name}, got "
+                    f"{type(e).__name__}: {e}")
     else:
-        pytest.fail(f"{kwargs} should be a UserError naming {name}, got no error")
+        pytest.fail(f"sample_next({given}) should be a UserError naming {name}, got no error{why}")

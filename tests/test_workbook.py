@@ -15,12 +15,19 @@ What is checked here:
   fails 4.3 only, even with 4.1 wrong too, or with 4.2 (a constructor) still a hole, and
   with stage 3 broken by a syntax error in the same run;
 - messages are plain words: no object addresses, no tensor dumps, only the failing part
-  of an ``and``;
+  of an ``and``, no raw error of torch or Python (a shape mismatch, a ``view`` without
+  ``contiguous``, None compared with a number: each said from the learner's side);
 - the grader survives the learner's code: a syntax error inside an exercise fails that
-  exercise, once, naming file and line; one outside makes the file's exercises wait; a
-  module that does not import too; an endless loop meets the time limit, even one that
-  catches every exception; a process that grows is killed at the memory limit; Ctrl-C
-  ends everything with one line.
+  exercise, once, naming file and line (and "not run", never "0 of N tests fail"); one
+  outside makes the file's exercises wait; a module that does not import too; an endless
+  loop meets the time limit, even one that catches every exception; a process that grows
+  is killed at the memory limit; both say the loop that was running; Ctrl-C ends
+  everything with one line;
+- the limits work without POSIX signals (Windows): with SIGALRM, setitimer, os.killpg,
+  /proc and the resource module made unavailable, a watchdog thread keeps the time limit,
+  and the memory limit is said to be off (or kept by the test process itself where only
+  /proc is missing);
+- the report sends a reader to the section to read, in the Chinese edition too.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -241,6 +249,9 @@ def test_a_mistake_fails_its_exercise_only_even_beside_another_mistake_or_a_hole
     lines, ok = W.summary(result, W.judge(result, 4, folder / "stage4_block"))
     text = "\n".join(lines)
     assert not ok and "read: docs/stage4_block.md#layer-normalisation" in text
+    # A Chinese reader is sent to the same section of the Chinese page, on the next line.
+    read = lines.index("        read: docs/stage4_block.md#layer-normalisation")
+    assert lines[read + 1] == "        中文: docs/zh/stage4_block.md「层归一化」", lines
     assert not re.search(r"<built-in| at 0x|tensor\(\[", text), text
 
 
@@ -271,6 +282,61 @@ def test_messages_are_plain_words():
     assert W.plain("x is tensor([1, 2, 3])") == "x is tensor([1, 2, 3])"  # short ones stay
 
 
+@pytest.mark.parametrize("raw,words", [
+    ("RuntimeError: view size is not compatible with input tensor's size and stride (at least "
+     "one dimension spans across two contiguous subspaces). Use .reshape(...) instead.",
+     "RuntimeError: .view() cannot reshape a tensor whose numbers are not stored in row order, "
+     "as after a transpose: call .contiguous() before .view() (or use .reshape())"),
+    ("RuntimeError: Expected size for first two dimensions of batch2 tensor to be: [6, 4] but "
+     "got: [6, 5].", "the left matrices have 4 columns, the right ones 5 rows"),
+    ("RuntimeError: The size of tensor a (8) must match the size of tensor b (5) at "
+     "non-singleton dimension 3", "their dimension 3 is 8 in one and 5 in the other"),
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (30x4 and 12x12)",
+     "(30 x 4) times (12 x 12)"),
+    ("got TypeError: '<' not supported between instances of 'NoneType' and 'int'",
+     "got TypeError: None was compared with a number (None < an int)"),
+    ("TypeError: topk(): argument 'k' (position 2) must be int, not NoneType",
+     "torch.topk got None for its argument k"),
+    ("RuntimeError: probability tensor contains either `inf`, `nan` or element < 0",
+     "the logits overflowed"),
+    ("RuntimeError: stack expects each tensor to be equal size, but got [5] at entry 0 and [6] "
+     "at entry 1", "torch.stack got tensors of different shapes, (5) and (6)"),
+    ("RuntimeError: Expected target size [2, 6], got [2, 4]",
+     "flatten the logits to (B*T, V) and the targets to (B*T,) first"),
+    ("NotImplementedError: Cannot copy out of meta tensor; no data!", "the 'meta' device"),
+    ("RuntimeError: Expected all tensors to be on the same device, but found at least two "
+     "devices, cuda:0 and cpu!", "tensors on two devices, cuda:0 and cpu, were used together"),
+    ("got NameError: name 'torch' is not defined",
+     "the name torch is not defined here: misspelled, or used without its import"),
+])
+def test_raw_errors_of_torch_and_python_are_said_in_plain_words(raw, words):
+    said = W.plain(raw)
+    assert words in said, said
+    assert raw.split(": ", 1)[1][:25] not in said, said
+
+
+def test_a_limit_says_which_loop_of_the_learner_was_running(tmp_path):
+    path = tmp_path / "pkg" / "model.py"
+    path.parent.mkdir()
+    path.write_text("def stream(n):\n    idx = []\n    while True:\n        idx.append(n)\n"
+                    "        for _ in range(3):\n            pass\n    return idx\n",
+                    encoding="utf-8")
+    assert W.enclosing_loop(path, 4) == (3, "while True:")
+    assert W.enclosing_loop(path, 6) == (5, "for _ in range(3):")
+    assert W.enclosing_loop(path, 2) is None
+    assert W.where_it_ran("pkg/model.py:4", tmp_path) == (
+        "at pkg/model.py line 4, inside the loop `while True:` (line 3)")
+    killed = {"why": "memory", "exercise": "2.2", "nodeid": "t", "spot": "pkg/model.py:4",
+              "seconds": 6.0}
+    text = W._killed_row(killed, 20.0, 4.0, -9, tmp_path)["verdicts"]["2.2"]["message"]["text"]
+    assert text.startswith("memory limit: the tests grew past 4 GiB in 6 s while running your "
+                           "LanguageModel.stream (exercise 2.2)"), text
+    assert "inside the loop `while True:` (line 3)" in text and "does that loop stop" in text
+    text = W._killed_row({**killed, "spot": "pkg/model.py:2"}, 20.0, 4.0, -9, tmp_path)[
+        "judged"]["2.2"]["text"]
+    assert "at pkg/model.py line 2" in text and "grow without end" in text
+
+
 # --------------------------------------------------------------------------- surviving the code
 
 
@@ -284,6 +350,9 @@ def test_a_syntax_error_inside_an_exercise_fails_it_once_and_the_others_are_grad
     assert "inside exercise 3.2" in message
     text = "\n".join(W.summary(result, list(rows.values()))[0])
     assert text.count("syntax error") == 1, text
+    # No test ran it: its line says so, not "FAILED 0 of 12 tests fail".
+    line = next(x for x in text.splitlines() if x.startswith("  3.2  "))
+    assert line.endswith("FAILED   not run: it does not compile"), line
 
 
 def test_a_syntax_error_outside_the_exercises_makes_them_wait_naming_it(tmp_path):
@@ -314,21 +383,42 @@ def test_a_module_that_does_not_import_makes_its_exercises_wait(tmp_path):
         encoding="utf-8")
     result = W.run_tests(folder, [2], exercise_tests(2))
     rows = rows_by_id(result, 2, folder)
-    assert {k: r["status"] for k, r in rows.items()} == {"2.1": "waiting", "2.2": "waiting"}
+    # logits_grad lives in backward.py: it is graded, with the repository's model.py.
+    assert {k: r["status"] for k, r in rows.items()} == {
+        "2.1": "waiting", "2.2": "waiting", "2.3": "passed"}, rows
     assert rows["2.1"]["message"].startswith("waiting for stage2_bigram/model.py to import: "
                                              "NameError at line "), rows["2.1"]
     lines = W.summary(result, list(rows.values()))[0]
     assert len([x for x in lines if "UNDEFINED_NAME" in x]) == 1, lines  # once, in full
 
 
-@pytest.mark.parametrize("body,limit", [
-    ("while True:\n    pass", 3.0),
+def without_posix(monkeypatch) -> None:
+    """This process as on Windows: no SIGALRM, no setitimer, no os.killpg, no /proc, no
+    resource module (the grader, in this process, passes the choice on to its tests)."""
+    monkeypatch.delattr(signal, "SIGALRM", raising=False)
+    monkeypatch.delattr(signal, "setitimer", raising=False)
+    monkeypatch.delattr(os, "killpg", raising=False)
+    monkeypatch.setattr(W, "PROC", Path("/no/proc/here"))
+    monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` fails
+
+
+@pytest.mark.parametrize("body,limit,posix", [
+    ("while True:\n    pass", 3.0, True),
+    # Where there is no SIGALRM (Windows) a watchdog thread stops the learner's code.
+    ("while True:\n    pass", 3.0, False),
     # Learner code that swallows every exception, the grader's too: the process is ended
     # and the grading goes on in a fresh one.
     pytest.param("while True:\n    try:\n        time.sleep(0.01)\n    except BaseException:\n"
-                 "        pass", 2.0, marks=pytest.mark.slow),
-], ids=["loop", "loop-catching-everything"])
-def test_an_endless_loop_meets_the_time_limit_and_the_rest_is_graded(tmp_path, body, limit):
+                 "        pass", 2.0, True, marks=pytest.mark.slow),
+    pytest.param("while True:\n    try:\n        time.sleep(0.01)\n    except BaseException:\n"
+                 "        pass", 2.0, False, marks=pytest.mark.slow),
+], ids=["loop", "loop-without-posix-signals", "loop-catching-everything",
+        "loop-catching-everything-without-posix-signals"])
+def test_an_endless_loop_meets_the_time_limit_and_the_rest_is_graded(tmp_path, monkeypatch,
+                                                                     body, limit, posix):
+    if not posix:
+        without_posix(monkeypatch)
+        assert W.time_limit_kind() == "thread" and W.memory_guard() is None
     folder = workbook(tmp_path, {4: ["4.2"]}, stages=(4,))
     fill(folder, "4.2", "import time\n" + body)
     start = time.monotonic()
@@ -338,14 +428,90 @@ def test_an_endless_loop_meets_the_time_limit_and_the_rest_is_graded(tmp_path, b
     assert {k: r["status"] for k, r in rows.items()} == {
         "4.1": "passed", "4.2": "failed", "4.3": "passed"}, rows
     assert "time limit" in rows["4.2"]["message"] and "MLP.__init__" in rows["4.2"]["message"]
+    assert "the loop `while True:`" in rows["4.2"]["message"], rows["4.2"]
     # One time limit, not one per test: after it, the solution's MLP stands in.
     assert rows["4.2"]["failed"] == 1 and rows["4.2"]["tests"] == 1, rows["4.2"]
     assert took < 120, took  # (seconds: a fresh test process or two, on a busy machine)
+    lines = W.summary(result, list(rows.values()))[0]
+    off = [x for x in lines if "the memory limit is off" in x]
+    assert len(off) == (0 if posix else 1), lines  # said once, where it is off
+
+
+def test_without_sigalrm_a_watchdog_thread_stops_the_learners_code(monkeypatch, tmp_path):
+    """The portable time limit, in this process: the watchdog thread raises TimeLimit in
+    the thread that runs the learner's code, with the words a SIGALRM would give; once
+    the test is over, no stop comes."""
+    without_posix(monkeypatch)
+    assert W.time_limit_kind() == "thread"
+    monkeypatch.setattr(W, "_S", {"time_limit": 1.0, "folder": str(tmp_path), "timer": "thread",
+                                  "memory": None})
+    monkeypatch.setattr(W, "_RUN", {"timeout": None, "last": "4.2", "nodeid": "t"})
+    monkeypatch.setattr(W, "_STACK", ["4.2"])
+    monkeypatch.setattr(W, "_ALARMS", 0)
+    monkeypatch.setattr(W, "_TIMER", {"deadline": None})
+    threading.Thread(target=W._watchdog, args=(threading.get_ident(),), daemon=True).start()
+    start = time.monotonic()
+    W._arm(1.0)
+    try:
+        with pytest.raises(W.TimeLimit, match=r"your MLP.__init__ \(exercise 4.2\) was still "
+                                              r"running after 1 s"):
+            while time.monotonic() - start < 15:
+                pass
+    finally:
+        W._disarm()
+    assert 0.9 < time.monotonic() - start < 10
+    # Disarmed (the test is over): no stop comes any more.
+    W._RUN.update(timeout=None)
+    W._arm(0.2)
+    W._disarm()
+    quiet = time.monotonic()
+    while time.monotonic() - quiet < 1.0:
+        pass
+
+
+def test_a_test_process_is_killed_without_process_groups(monkeypatch):
+    monkeypatch.delattr(os, "killpg", raising=False)
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    W._kill(proc)
+    assert proc.returncode is not None
+
+
+def test_where_the_memory_limit_is_off_help_says_so(monkeypatch, capsys):
+    assert W.memory_guard() in ("proc", "self", None)
+    without_posix(monkeypatch)
+    assert W.memory_guard() is None
+    with pytest.raises(SystemExit):
+        W.main(["grade", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the most memory the tests may use; off on this machine" in out, out
+    monkeypatch.delitem(sys.modules, "resource")
+    if importlib.util.find_spec("resource"):  # /proc gone, resource there (macOS): itself
+        assert W.memory_guard() == "self"
+
+
+def test_the_time_limit_stops_the_learners_code_but_never_pytests_report(monkeypatch, tmp_path):
+    """The timer repeats (code that catches TimeLimit is stopped again). Once the learner's
+    code has been stopped, an alarm while pytest reports the failure (slowly: a loop's huge
+    list still alive in the traceback) must not break pytest with an INTERNALERROR."""
+    monkeypatch.setattr(W, "_S", {"time_limit": 20.0, "folder": str(tmp_path)})
+    monkeypatch.setattr(W, "_RUN", {"timeout": "1.1", "last": "1.1"})
+    monkeypatch.setattr(W, "_STACK", [])
+    monkeypatch.setattr(W, "_ALARMS", 0)
+    assert W._on_alarm(signal.SIGALRM, None) is None  # pytest is reporting: nothing raised
+    W._STACK.append("1.1")  # the learner's code caught it and runs on: stopped again
+    with pytest.raises(W.TimeLimit, match="CharTokenizer.encode"):
+        W._on_alarm(signal.SIGALRM, None)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not Path("/proc/self/statm").is_file(), reason="measures memory through /proc")
-def test_a_process_that_grows_is_stopped_at_the_memory_limit(tmp_path):
+@pytest.mark.parametrize("guard", ["proc", "self"])
+def test_a_process_that_grows_is_stopped_at_the_memory_limit(tmp_path, monkeypatch, guard):
+    """Read in /proc by the grader (Linux), or, where there is no /proc (macOS), watched by
+    the test process itself through the resource module."""
+    if guard == "self":
+        monkeypatch.setattr(W, "PROC", Path("/no/proc/here"))
+    if W.memory_guard() != guard:
+        pytest.skip(f"this machine has no {guard} memory guard")
     folder = workbook(tmp_path, {2: ["2.2"]}, stages=(2,))
     fill(folder, "2.2", "hoard = []\nwhile True:\n    hoard.append(bytearray(50_000_000))\n"
                         "    hoard[-1][::4096] = b'x' * len(hoard[-1][::4096])")
@@ -353,6 +519,7 @@ def test_a_process_that_grows_is_stopped_at_the_memory_limit(tmp_path):
     rows = rows_by_id(result, 2, folder)
     assert rows["2.1"]["status"] == "passed" and rows["2.2"]["status"] == "failed", rows
     assert "memory limit" in rows["2.2"]["message"], rows["2.2"]
+    assert "inside the loop `while True:`" in rows["2.2"]["message"], rows["2.2"]
 
 
 def grader_processes(marker: str) -> list[int]:

@@ -59,7 +59,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-import torch  # noqa: E402
+import torch  # noqa: E402, I001  (the order the docs bench was made with)
 
 from stage4_block import train as train4  # noqa: E402
 from stage4_block import variants  # noqa: E402

@@ -29,9 +29,18 @@ Code that is the solution's, statement for statement, counts as the solution. A 
 that runs longer than the time limit is stopped, and the exercise whose code was
 running is failed and from then on replaced by the solution's; a test that will not
 stop, or a process that grows past the memory limit, is killed and the run goes on
-in a fresh process. A syntax error inside an exercise fails that exercise (its
+in a fresh process; either way the message says the line the learner's code was at,
+and the loop around it (a thread of the test process notes it a few times a second).
+The limits work without POSIX signals too: where there is no SIGALRM (Windows) a
+watchdog thread of the test process stops the code; the memory is read in /proc, else
+watched by the test process itself (the resource module), else not at all (Windows:
+``grade --help`` and the report say so).
+A syntax error inside an exercise fails that exercise without running it (its
 solution stands in); one outside the exercises makes the file's exercises wait.
-The grader reads the learner's files and never writes to them.
+Messages are plain words: pytest's machinery, object addresses and tensor dumps go,
+and the raw errors of torch and Python (shapes that do not fit, a ``view`` of a
+transposed tensor, None compared with a number, ...) are said from the learner's side
+(``RAW_ERRORS``). The grader reads the learner's files and never writes to them.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ import importlib
 import inspect
 import io
 import json
+import math
 import mmap
 import os
 import re
@@ -69,7 +79,8 @@ MEMORY_LIMIT = 4.0  # GiB the test process may use (the solution's tests use und
 GRACE = 20.0  # seconds past the time limit before a test that ignores being stopped is killed
 # Test files of whole command-line runs (seconds each, and they test the pieces only
 # through the others): `make test` runs them, the grader does not.
-END_TO_END = ("_cli.py", "_checkpoint.py", "_visualize.py")
+END_TO_END = ("_cli.py", "_checkpoint.py", "_visualize.py",
+              "_bpe.py", "_gpt2.py")  # these two: against Hugging Face's, no exercise
 # In-process tests that take seconds and test the harness, not an exercise (a real
 # Ctrl-C in a fresh process, a timing, a corpus of 100 MB): left out of grading.
 HEAVY = ("tests/test_stage1_data.py::test_loading_a_big_corpus_takes_at_most_four_times_its_size",
@@ -120,6 +131,11 @@ class Exercise:
         return f"docs/{self.package}.md#{self.anchor}"
 
     @property
+    def docs_zh(self) -> str:
+        """The same section in the Chinese edition (a Chinese reader is sent there too)."""
+        return f"docs/zh/{self.package}.md「{self.read_zh}」"
+
+    @property
     def marker(self) -> str:
         """The start of the line that stands for the hole while it is open."""
         return f'raise NotImplementedError("Exercise {self.id}:'
@@ -151,6 +167,11 @@ EXERCISES = (
              "采样：一次生成一个字符", "Generating text", "生成文本",
              "max_new_tokens times: the logits of the last position, sample_next, append to "
              "idx, yield the new (B, 1) token"),
+    Exercise("2.3", "backward.py:logits_grad", "the loss's gradient by hand",
+             "亲手算出损失的梯度", "What `backward()` computes", "`backward()` 算的是什么",
+             "the softmax of each example's row of logits (dim=-1), minus 1 at that example's "
+             "own true character, all divided by N = logits.shape[0] (the loss is a mean over "
+             "N examples); compute on a new tensor, never change the logits you are given"),
     Exercise("3.1", "model.py:sinusoidal_positions", "sinusoidal positions",
              "正弦位置编码", "Step 1: token and position embeddings", "步骤一：词元嵌入与位置嵌入",
              "even columns sin(p / 10000^(2i/C)), odd columns the cos of the same angle; "
@@ -382,13 +403,14 @@ def preflight(package_dir: Path, stage: int, learner: Path) -> dict:
             except SyntaxError as e:
                 line = e.lineno or 0
                 where = f"{learner.name}/{rel} line {line}"
-                problem = f"syntax error at {where}: {e.msg}"
+                problem = f"syntax error at {where}: {plain_syntax(e.msg)}"
                 inside = next((ex for ex in mine if ex.id not in found["failed"]
                                and (span := exercise_span(text, ex)) and span[0] < line <= span[1]),
                               None)
                 patched = inside and with_solution(text, inside)
                 if patched:  # the exercise fails; the solution's code stands in for it
-                    code = text.splitlines()[line - 1].strip() if 0 < line <= text.count("\n") + 1 else ""
+                    code = (_without_comments(text.splitlines()[line - 1])
+                            if 0 < line <= text.count("\n") + 1 else "")
                     found["failed"][inside.id] = {
                         "kind": "syntax", "where": where,
                         "text": f"{problem} (inside exercise {inside.id}, {inside.qualname})"
@@ -412,6 +434,34 @@ def preflight(package_dir: Path, stage: int, learner: Path) -> dict:
         if text != original:
             path.write_text(text, encoding="utf-8")
     return found
+
+
+# Python's words for a syntax error, and the same in plain words.
+SYNTAX_WORDS = (
+    (r"expected ':'", "a ':' is missing at the end of this line (after an if, for, while, def, "
+                      "else, ...)"),
+    (r"invalid syntax\. Maybe you meant '==' or ':=' instead of '='\?",
+     "a single = where a condition needs == (= stores a value, == compares two)"),
+    (r"invalid syntax", "Python cannot read this line: a misspelled word, or a bracket, comma or "
+                        "operator too many or missing?"),
+    (r"expected an indented block after '?(\w+)'? statement on line (\d+)",
+     r"the \1 on line \2 has no indented block under it"),
+    (r"unindent does not match any outer indentation level",
+     "the indentation of this line matches no block around it (is a line above it indented too "
+     "far, or are tabs mixed with spaces?)"),
+    (r"unexpected indent", "this line is indented further than the block it is in (no if, for, "
+                           "while or def above it opens a deeper block)"),
+    (r"unterminated string literal.*", "a string is not closed: a quote is missing"),
+    (r"unmatched '([)\]}])'", r"a closing \1 with no opening bracket before it (one too many?)"),
+)
+
+
+def plain_syntax(msg: str) -> str:
+    """Python's message for a syntax error, in plain words."""
+    for pattern, words in SYNTAX_WORDS:
+        if re.fullmatch(pattern, msg):
+            return re.sub(pattern, words, msg)
+    return msg
 
 
 def snapshot(folder: Path, stages: list[int], dest: Path) -> dict[int, dict]:
@@ -482,19 +532,70 @@ def where_it_ran(spot: str, folder: Path) -> str:
                                        else "")
 
 
+# --- limits that work everywhere ----------------------------------------------------
+# The time limit: on POSIX a SIGALRM in the test process stops the learner's code; where
+# there is no SIGALRM (Windows) a watchdog thread of the test process does it (TIMER).
+# Either way the grader kills a test that will not stop, GRACE seconds later. The memory
+# limit (MEMORY): the grader reads the test process's memory in /proc (Linux); without
+# /proc the test process watches its own peak with Python's resource module (macOS, the
+# BSDs) and ends itself; with neither (Windows) the memory limit is off, and says so.
+PROC = Path("/proc")
+OVER_MEMORY = 76  # the exit status of a test process that found itself past the memory limit
+REPEAT = 2.0  # seconds between two stops of learner's code that catches the first
+
+
+def time_limit_kind() -> str:
+    """'signal' (SIGALRM and setitimer: POSIX) or 'thread' (a watchdog thread: elsewhere)."""
+    return "signal" if hasattr(signal, "SIGALRM") and hasattr(signal, "setitimer") else "thread"
+
+
+def memory_guard() -> str | None:
+    """How the memory limit is watched on this machine: 'proc' (the grader reads the test
+    process's memory in /proc), 'self' (the test process watches its own peak through the
+    resource module), or None (neither is there, as on Windows: the limit is off)."""
+    if (PROC / str(os.getpid()) / "statm").is_file():
+        return "proc"
+    try:
+        import resource  # noqa: F401 (POSIX only)
+    except ImportError:
+        return None
+    return "self"
+
+
+MEMORY_GUARD_WORDS = {  # how the memory limit is kept, as --help and the report say it
+    "proc": "watched through /proc",
+    "self": "watched by the test process itself (its peak, through Python's resource module)",
+    None: "off on this machine: it has neither /proc nor Python's resource module (as on "
+          "Windows), so only the time limit stops a test that grows",
+}
+
+
 def _rss(pid: int) -> int:
     """Resident memory of a process in bytes (0 where /proc is not there)."""
     try:
-        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+        pages = int((PROC / str(pid) / "statm").read_text().split()[1])
     except (OSError, ValueError, IndexError):
         return 0
     return pages * os.sysconf("SC_PAGE_SIZE")
 
 
+def _peak_rss() -> int:
+    """This process's peak resident memory in bytes, through the resource module (0 where
+    there is none)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # macOS: bytes; Linux, BSD: KiB
+
+
 def _kill(proc: subprocess.Popen) -> None:
-    """The test process and everything it started (its own session)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """The test process and everything it started (its own session, where there are
+    sessions: os.killpg is POSIX; elsewhere the process itself)."""
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
     with contextlib.suppress(Exception):
         proc.kill()
     proc.wait()
@@ -559,10 +660,13 @@ def _killed_row(killed: dict, time_limit: float, memory_limit: float, rc: int | 
 
 
 def test_files(stages: list[int]) -> list[str]:
-    """The test files ``grade`` runs for ``stages``: the stage's in-process tests."""
-    return sorted(str(p.relative_to(ROOT)) for n in stages
-                  for p in (ROOT / "tests").glob(f"test_stage{n}_*.py")
-                  if not p.name.endswith(END_TO_END))
+    """The test files ``grade`` runs for ``stages``: the stage's in-process tests, the
+    exercises' own first (they name the mistakes: a learner's code that another test
+    stops at a limit runs no more, and those tests would not see it)."""
+    return sorted((str(p.relative_to(ROOT)) for n in stages
+                   for p in (ROOT / "tests").glob(f"test_stage{n}_*.py")
+                   if not p.name.endswith(END_TO_END)),
+                  key=lambda name: (not name.endswith("_exercises.py"), name))
 
 
 def run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None = None,
@@ -592,8 +696,10 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
     found = snapshot(folder, stages, work)
     record, beat, log = tmp / "record.jsonl", tmp / "beat", tmp / "pytest.log"
     record.touch()
+    guard = memory_guard()
     settings = {"folder": str(work), "learner": str(folder), "stages": stages,
                 "record": str(record), "beat": str(beat), "time_limit": time_limit,
+                "timer": time_limit_kind(), "memory": guard, "memory_limit": memory_limit,
                 "judged": {}, "done": []}
     args = pytest_args or [*test_files(stages), "tests/test_doctests.py",
                            *(f"--deselect={h}" for h in HEAVY)]
@@ -614,10 +720,15 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         try:
-            killed = _watch(proc, beat, time_limit, memory_limit)
+            killed = _watch(proc, beat, time_limit, memory_limit if guard == "proc" else math.inf)
         except BaseException:
             _kill(proc)
             raise
+        if killed is None and proc.returncode == OVER_MEMORY:  # it found itself too big
+            started, running, last, nodeid, spot = _read_beat(beat)
+            killed = {"why": "memory", "exercise": running or last, "running": bool(running),
+                      "nodeid": nodeid, "spot": spot,
+                      "seconds": time.time() - started if started else 0.0}
         end = None
         for line in record.read_text(encoding="utf-8").splitlines():
             item = json.loads(line)
@@ -689,7 +800,8 @@ def _run_tests(folder: Path, stages: list[int], pytest_args: list[str] | None, v
                            for k, v in end.get("imported", {}).items()},
               "preflight": {n: found[n] for n in stages},
               "judged": {**end.get("judged", {}), **settings["judged"]},
-              "returncode": proc.returncode, "import_error": end.get("import_error")}
+              "returncode": proc.returncode, "import_error": end.get("import_error"),
+              "memory_guard": guard}
     return json.loads(json.dumps(result).replace(json.dumps(learner_prefix)[1:-1],
                                                  json.dumps(str(folder) + os.sep)[1:-1]))
 
@@ -775,6 +887,7 @@ def summary(result: dict, rows: list[dict]) -> tuple[list[str], bool]:
             if r["status"] in ("failed", "todo"):
                 lines.append(f"        hint: {ex.hint}")
             lines.append(f"        read: {ex.docs}")
+            lines.append(f"        中文: {ex.docs_zh}")
     tests = result["tests"]
     others = [t for t in tests if t.get("other")]
     for t in others[:5]:
@@ -784,6 +897,8 @@ def summary(result: dict, rows: list[dict]) -> tuple[list[str], bool]:
         lines.append(f"  ... and {len(others) - 5} more tests that fail outside the exercises")
     for e in result["errors"][:5]:
         lines.append(f"  could not collect: {shorten(e, 500)}")
+    if "memory_guard" in result and result["memory_guard"] is None:
+        lines.append(f"  (the memory limit is {MEMORY_GUARD_WORDS[None]})")
     counts = {s: sum(r["status"] == s for r in rows) for s in ("passed", "failed", "todo", "waiting")}
     n_failed = sum(t["outcome"] == "failed" for t in tests)
     lines.append(
@@ -879,7 +994,8 @@ RAW_ERRORS: tuple[tuple[str, object], ...] = (
      ".view() cannot reshape a tensor whose numbers are not stored in row order, as after a "
      "transpose: call .contiguous() before .view() (or use .reshape())"),
     (r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)",
-     lambda m: f"a .view() or .reshape() to shape ({m[1]}) cannot hold the tensor's {m[2]} numbers"),
+     lambda m: f"a .view() or .reshape() to shape ({m[1]}) cannot hold the tensor's {m[2]} "
+               "numbers"),
     (r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)",
      lambda m: f"a matrix product got shapes that do not fit, ({m[1]} x {m[2]}) times ({m[3]} x "
                f"{m[4]}): the first one's last size ({m[2]}) must equal the second one's first "
@@ -893,6 +1009,11 @@ RAW_ERRORS: tuple[tuple[str, object], ...] = (
      r"dimension (\d+)",
      lambda m: f"two tensors of different shapes were combined (+, *, masked_fill, ...): their "
                f"dimension {m[3]} is {m[1]} in one and {m[2]} in the other"),
+    (r"The expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
+     r"non-singleton dimension (\d+)\.\s+Target sizes: \[([\d, ]*)\]\.\s+"
+     r"Tensor sizes: \[([\d, ]*)\]",
+     lambda m: f"values of shape ({m[5]}) were put where shape ({m[4]}) goes (an assignment to a "
+               f"slice, or an expand): their dimension {m[3]} is {m[2]}, and it should be {m[1]}"),
     (r"stack expects each tensor to be equal size, but got \[([\d, ]*)\] at entry \d+ and "
      r"\[([\d, ]*)\] at entry \d+",
      lambda m: f"torch.stack got tensors of different shapes, ({m[1]}) and ({m[2]}) (a slice "
@@ -937,6 +1058,11 @@ RAW_ERRORS: tuple[tuple[str, object], ...] = (
      r"from other tensors on ([\w:]+) \(when checking argument[^)]*\)",
      lambda m: "tensors on two devices, {} and {}, were used together: move them to one device "
                "(.to(device)) first".format(*[g for g in m.groups() if g])),
+    (r"stack expects a non-empty TensorList",
+     "torch.stack got an empty list: there were no tensors to stack (a batch of 0?)"),
+    (r"name '(\w+)' is not defined",
+     lambda m: f"the name {m[1]} is not defined here: misspelled, or used without its import "
+               f"at the top of the file (import {m[1]}, or from ... import {m[1]})?"),
     (r"Boolean value of Tensor with more than one (?:value|element) is ambiguous",
      "a tensor of many numbers was used as one True or False (in an if, a while, and, or): "
      "use .all() or .any(), or .item() of a one-number tensor"),
@@ -1253,7 +1379,22 @@ def _describe(item, reports) -> dict:
 
 
 def _on_alarm(signum, frame) -> None:
+    """SIGALRM's handler (POSIX): stop the learner's code that outran the time limit."""
+    text = _time_is_up(frame)
+    if text is not None:
+        raise TimeLimit(text)
+
+
+def _time_is_up(frame) -> str | None:
+    """The words of the TimeLimit that stops the learner's code running at ``frame`` now,
+    or None if nothing is to be stopped (this process ends itself if the code keeps
+    catching TimeLimit)."""
     global _ALARMS
+    if _RUN.get("timeout") is not None and not _STACK:
+        # Stopped once already, and no learner's code runs now: pytest is reporting the
+        # failure (slowly, with a huge list still alive, say). Another TimeLimit there would
+        # break pytest itself; a test that still will not stop is killed after GRACE.
+        return None
     _ALARMS += 1
     culprit = _STACK[-1] if _STACK else _RUN.get("last")
     if _RUN.get("timeout") is None:
@@ -1273,11 +1414,86 @@ def _on_alarm(signum, frame) -> None:
         os._exit(75)
     what = f"your {BY_ID[culprit].qualname} (exercise {culprit})" if culprit else "the test"
     if "the loop" in spot:
-        raise TimeLimit(f"time limit: {what} was still running after {limit:.0f} s, {spot}: "
-                        "does that loop ever end (or is it much slower than it should be)?")
-    raise TimeLimit(f"time limit: {what} was still running after {limit:.0f} s"
-                    + (f", {spot}" if spot else "")
-                    + " (an endless loop, or much slower than it should be?)")
+        return (f"time limit: {what} was still running after {limit:.0f} s, {spot}: does that "
+                "loop ever end (or is it much slower than it should be)?")
+    return (f"time limit: {what} was still running after {limit:.0f} s"
+            + (f", {spot}" if spot else "") + " (an endless loop, or much slower than it should be?)")
+
+
+class _Stopped(TimeLimit):
+    """The TimeLimit the watchdog thread raises in the main thread (where there is no
+    SIGALRM): an exception raised in another thread is a class, made without arguments,
+    so its words wait in _PENDING."""
+
+    def __init__(self, *args):
+        super().__init__(*(args or (_PENDING.get("text") or "time limit",)))
+
+
+_PENDING: dict[str, str] = {}
+_TIMER: dict = {"deadline": None}  # when the watchdog stops the code; "thread": whose code
+_TIMER_LOCK = threading.Lock()
+
+
+def _raise_in(thread_id: int, exc: type[BaseException] | None) -> bool:
+    """Raise ``exc`` in the thread ``thread_id`` as soon as it runs Python code again (None:
+    withdraw one not raised yet). False where the interpreter cannot (not CPython)."""
+    try:
+        import ctypes
+
+        set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    except (ImportError, AttributeError):
+        return False
+    return set_async(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None) == 1
+
+
+def _arm(limit: float) -> None:
+    """Start this test's time limit."""
+    if _S.get("timer", "signal") == "signal":
+        signal.setitimer(signal.ITIMER_REAL, limit, REPEAT)
+    else:
+        with _TIMER_LOCK:
+            _TIMER["deadline"] = time.monotonic() + limit
+
+
+def _disarm() -> None:
+    """Stop this test's time limit; a stop the watchdog sent and Python has not raised yet
+    is withdrawn (the test is over)."""
+    if _S.get("timer", "signal") == "signal":
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    else:
+        try:
+            with _TIMER_LOCK:
+                _TIMER["deadline"] = None
+                _raise_in(_TIMER.get("thread") or threading.main_thread().ident, None)
+        except TimeLimit:
+            pass  # sent as the test ended and raised here: the test is over anyway
+
+
+def _watchdog(main: int) -> None:
+    """The test process's own guard, a thread: where there is no SIGALRM, it stops the
+    learner's code in the main thread at the time limit (again every REPEAT seconds);
+    where the grader cannot read this process's memory (no /proc), it ends the process
+    when its peak memory passes the limit (the grader reports it, OVER_MEMORY)."""
+    _TIMER["thread"] = main
+    ticks = 0
+    while _S is not None:
+        time.sleep(0.05)
+        ticks += 1
+        settings = _S or {}
+        if (settings.get("memory") == "self" and ticks % 4 == 0
+                and _peak_rss() > settings.get("memory_limit", MEMORY_LIMIT) * 2**30):
+            os._exit(OVER_MEMORY)
+        if settings.get("timer") != "thread":
+            continue
+        with _TIMER_LOCK:
+            deadline = _TIMER["deadline"]
+            if deadline is None or time.monotonic() < deadline:
+                continue
+            _TIMER["deadline"] = time.monotonic() + REPEAT
+            text = _time_is_up(sys._current_frames().get(main))
+            if text is not None:
+                _PENDING["text"] = text
+                _raise_in(main, _Stopped)
 
 
 def _write(row: dict) -> None:
@@ -1308,13 +1524,12 @@ def _run_once(item, learner: set[str]) -> dict:
     _ALARMS = 0
     _reset_failed_fixtures(item)
     _beat(time.time(), item.nodeid)
-    limit = _S["time_limit"]
-    signal.setitimer(signal.ITIMER_REAL, limit, 2.0)
+    _arm(_S["time_limit"])
     try:
         # Tear down the test's own fixtures (a fresh tmp_path each run), keep the module's.
         reports = runtestprotocol(item, log=False, nextitem=item.parent)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        _disarm()
         _beat(0.0)
         _STACK.clear()
     failed = any(r.failed for r in reports)
@@ -1414,9 +1629,10 @@ def _guard_parent(parent: int) -> None:
     """End this process and its children if the grader that started it is gone."""
     while True:
         time.sleep(1.0)
-        if os.getppid() != parent:
-            with contextlib.suppress(Exception):
-                os.killpg(0, signal.SIGKILL)
+        if os.getppid() != parent:  # (POSIX: on Windows a process keeps its parent's id)
+            if hasattr(os, "killpg"):
+                with contextlib.suppress(Exception):
+                    os.killpg(0, signal.SIGKILL)
             os._exit(1)
 
 
@@ -1435,7 +1651,11 @@ def pytest_configure(config) -> None:
     _JUDGED.update(_S.get("judged", {}))
     with open(_S["beat"], "r+b") as f:
         _BEAT = mmap.mmap(f.fileno(), BEAT_SIZE)
-    signal.signal(signal.SIGALRM, _on_alarm)
+    if _S.get("timer", "signal") == "signal":
+        signal.signal(signal.SIGALRM, _on_alarm)
+    if _S.get("timer") == "thread" or _S.get("memory") == "self":
+        threading.Thread(target=_watchdog, args=(threading.main_thread().ident,),
+                         daemon=True).start()
     try:
         _S["imported"] = _install(_S["stages"])
     except Exception as e:  # noqa: BLE001 (the learner's module does not import: reported)
@@ -1518,7 +1738,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--time-limit", type=float, default=TIME_LIMIT, metavar="SECONDS",
                    help="the longest one test may run; an exercise whose code runs longer fails")
     g.add_argument("--memory-limit", type=float, default=MEMORY_LIMIT, metavar="GIB",
-                   help="the most memory the tests may use")
+                   help="the most memory the tests may use; "
+                        + MEMORY_GUARD_WORDS[memory_guard()].replace("%", "%%"))
     ls = sub.add_parser("list", help="the exercises of every stage (or of one)",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ls.add_argument("--stage", type=int, choices=sorted(STAGES), default=None,

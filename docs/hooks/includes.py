@@ -7,6 +7,12 @@ the line's indentation. Nothing in
 the stage files marks what the docs show. A file or name that does not exist fails the
 build, naming it. Other ``--8<--`` lines (generated text files, sections of the
 explorer's JavaScript) are left to pymdownx.snippets.
+
+Notes on the code, without touching the stage files: a line
+``<!-- annotate: (1) q, k, v = | (2) scaled = -->`` before a code block marks, in the
+next included code, the first line containing each text with Material's annotation
+``# (1)!``; the ordered list right after the block holds the notes, which open beside
+those lines. A text that no included line contains fails the build.
 """
 
 import ast
@@ -17,6 +23,8 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 INCLUDE_RE = re.compile(r"""^([ \t]*)--8<--[ \t]+["']([^"':]+\.py):([\w.]+)["'][ \t]*$""")
+ANNOTATE_RE = re.compile(r"^[ \t]*<!--[ \t]*annotate:(.*?)-->[ \t]*$")
+NOTE_RE = re.compile(r"\((\d+)\)\s*([^|]+?)\s*(?:\||$)")
 
 
 def names(node: ast.AST) -> list[str]:
@@ -50,11 +58,24 @@ def definition(path: Path, qualname: str) -> tuple[int, int, str]:
     return first, node.end_lineno, textwrap.dedent("\n".join(lines))
 
 
+def annotate(code: list[str], notes: list[tuple[str, str]], where: str) -> list[str]:
+    """``code`` with ``  # (n)!`` after the first line that contains each note's text."""
+    for number, text in notes:
+        hit = next((i for i, line in enumerate(code) if text in line), None)
+        if hit is None:
+            raise PluginError(f"annotate: no line of {where} contains {text!r} (note {number})")
+        code[hit] = f"{code[hit]}  # ({number})!"
+    return code
+
+
 def include(markdown: str, root: Path) -> str:
     """Every include-by-name line of a page replaced by the code it names; definitions
     included one after the other are set apart by a blank line."""
-    out, after = [], False
+    out, after, notes = [], False, []
     for line in markdown.split("\n"):
+        if a := ANNOTATE_RE.match(line):
+            notes = NOTE_RE.findall(a[1])  # for the next code included
+            continue
         m = INCLUDE_RE.match(line)
         if not m:
             out.append(line)
@@ -68,7 +89,9 @@ def include(markdown: str, root: Path) -> str:
             text = definition(path, qualname)[2]
         except KeyError:
             raise PluginError(f"include: {file} defines no {qualname}") from None
-        out += ([""] if after else []) + [indent + code if code else "" for code in text.split("\n")]
+        code = annotate(text.split("\n"), notes, f"{file}:{qualname}") if notes else text.split("\n")
+        notes = []
+        out += ([""] if after else []) + [indent + c if c else "" for c in code]
         after = True
     return "\n".join(out)
 

@@ -236,6 +236,12 @@ def require(run: Run) -> None:
                  "(python -m tools.docs keeps it in .cache/docs/data/)")
 
 
+def use_classic_corpora() -> None:
+    """Let a job read Tiny Shakespeare and the Tang poems where --shakespeare and --tang put
+    them (the stages look in $GPT_STAGES_CACHE), as the runs themselves do."""
+    os.environ["GPT_STAGES_CACHE"] = str(CACHE / "data")
+
+
 def run_dir(run: Run) -> Path:
     return CACHE / "runs" / run.id
 

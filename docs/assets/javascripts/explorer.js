@@ -24,7 +24,7 @@
   // everywhere else. The page's data-lang chooses the model, not the language of the texts.
   const UI_ZH = (document.documentElement.lang || "").toLowerCase().startsWith("zh");
   const TEXT = UI_ZH ? {
-    models: { en: "英文", zh: "中文" },
+    models: { en: "英文", zh: "中文", tang: "唐诗" },
     model: "模型",
     prompt: "提示词",
     loading: (name) => `正在加载${name}模型……`,
@@ -66,7 +66,7 @@
     status: (name, T, B, L, H, ms) => `${name}模型：用了 ${B} 个位置中的 ${T} 个，${L} 层 × ${H} 个头；`
       + `本页中一次前向传播耗时 ${ms} ms。`,
   } : {
-    models: { en: "English", zh: "中文 (Chinese)" },
+    models: { en: "English", zh: "中文 (Chinese)", tang: "唐诗 (Tang poems)" },
     model: "Model",
     prompt: "Prompt",
     loading: (name) => `Loading the ${name} model...`,

@@ -34,10 +34,14 @@ def write(page: Page) -> None:
         for flag in ("bfloat16_is_fast", "same_tokens"):
             if flag in data:
                 page.fact(f"{section}.{flag}", data[flag])
+        if section == "gpt2":  # GPT-2 small: load, memory, generation (a stand-in's numbers)
+            for key in ("params", "load_s", "peak_rss_mb", "cache", "no_cache", "tokens",
+                        "source"):
+                page.fact(f"gpt2.{key}", data[key])
     page.fact("cpu", figures["machine"]["cpu"])
 
 
-JOBS = [Job("bench", write, files=("tools/bench.py", "stage2_bigram/harness.py",
-                                   "stage4_block/fast.py", "stage4_block/model.py",
-                                   "stage4_block/variants.py", "stage5_gpt/fast.py",
-                                   "stage5_gpt/model.py"))]
+JOBS = [Job("bench", write, files=("tools/bench.py", "stage4_block/model.py",
+                                   "stage4_block/variants.py", "stage5_gpt/harness.py",
+                                   "stage5_gpt/precision.py", "stage5_gpt/model.py",
+                                   "stage5_gpt/gpt2.py", "stage5_gpt/bpe.py"))]

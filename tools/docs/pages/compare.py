@@ -4,15 +4,28 @@ against the spread between seeds of one stage."""
 
 from __future__ import annotations
 
-from .. import Draw, Job, Page, table
+import math
+import re
+
+from .. import Draw, Job, Page, Run, table
 from . import BUILTIN, CLASSIC, PRESETS, SEEDS, STAGES, classic, preset, train
 
 RUNS = {(stage, data, seed): train(stage, data, seed=seed)
         for stage in STAGES for data in BUILTIN for seed in SEEDS}
 CLASSIC_RUNS = {(stage, data): classic(stage, data) for stage in STAGES for data in CLASSIC}
 PRESET_RUNS = {data: preset(name) for data, name in PRESETS.items()}
-HEAD = {"en": ["stage", "parameters", "best val, mean of 3 seeds", "spread", "gain", "val − train"],
-        "zh": ["阶段", "参数量", "平均最低验证损失", "种子间差异", "较上一阶段降低", "验证 − 训练"]}
+# The Tang poems at every stage, sampled with seeds of their own: the run's own sample starts
+# every stage with the same random draws (--seed 1337), so it shows the same first fragments.
+# Seeds differ from stage to stage too (stage 3: 31 and 32): with one seed, every stage makes
+# the same random draws, and its samples repeat the others' fragments.
+TANG_SEEDS = {stage: (f"{stage[5]}1", f"{stage[5]}2") for stage in STAGES}
+TANG_SAMPLES = {(stage, n): Run(stage, "--seed", seed, "--tokens", "120", module="sample",
+                                after=CLASSIC_RUNS[stage, "tang"])
+                for stage in STAGES for n, seed in enumerate(TANG_SEEDS[stage], 1)}
+HEAD = {"en": ["stage", "parameters", "best val, mean of 3 seeds", "perplexity", "spread", "gain",
+               "val − train"],
+        "zh": ["阶段", "参数量", "平均最低验证损失", "困惑度", "种子间差异", "较上一阶段降低",
+               "验证 − 训练"]}
 
 
 def rare(page: Page, data: str, few: int = 50, many: int = 500) -> None:
@@ -72,7 +85,38 @@ def rare(page: Page, data: str, few: int = 50, many: int = 500) -> None:
     page.fact("rare.batch_size", defaults.batch_size)
 
 
+def verse_form(text: str) -> dict[str, float]:
+    """How much a text looks like regulated verse: the clauses between punctuation marks
+    (，。？！；), the share of them 5 or 7 characters long, and the share of lines (up to a
+    newline) that end with a full stop or question mark."""
+    clauses = [c for c in re.split(r"[，。？！；\n]", text) if c.strip()]
+    lines = [line for line in text.split("\n") if line.strip()]
+    return {"clauses": len(clauses),
+            "five_or_seven": sum(len(c.strip()) in (5, 7) for c in clauses) / max(1, len(clauses)),
+            "lines_end": sum(line.rstrip()[-1] in "。？！" for line in lines) / max(1, len(lines))}
+
+
+def tang_samples(page: Page) -> None:
+    """Each stage's Tang poems, sampled twice with seeds of their own (TANG_SEEDS), and their
+    form; the samples' files are tang_<stage>_seed1.txt and _seed2.txt (first and second)."""
+    from ..store import CACHE  # the Tang poems' text, as --tang put it there
+    from ..store import CLASSIC as FILES
+
+    corpus = verse_form((CACHE / "data" / FILES["tang"]).read_text(encoding="utf-8")[:200_000])
+    for key, value in corpus.items():
+        page.fact(f"tang_form.corpus.{key}", value)
+    for stage in STAGES:
+        texts = []
+        for n in (1, 2):  # the stage's first and second seed
+            out = page.stored(TANG_SAMPLES[stage, n]).stdout
+            texts.append(out[1:] if out.startswith("\n") else out)  # after the prompt, a newline
+            page.write(f"tang_{stage}_seed{n}.txt", texts[-1].rstrip("\n"))
+        for key, value in verse_form("\n".join(texts)).items():
+            page.fact(f"tang_form.{stage[:6]}.{key}", value)
+
+
 def write(page: Page) -> None:
+    tang_samples(page)
     for data in BUILTIN:
         page.draw(rare, data)
         rows, before = [], None
@@ -83,34 +127,37 @@ def write(page: Page) -> None:
             gain = before - mean if before is not None else None
             key = f"{data}.{stage[:6]}"
             for name, value in (("params", m["params"]), ("best", m["best_val_loss"]),
-                                ("mean", mean), ("spread", spread), ("gap", m["val_loss"] - m["train_loss"]),
+                                ("mean", mean), ("ppl", math.exp(mean)), ("spread", spread),
+                                ("gap", m["val_loss"] - m["train_loss"]),
                                 ("seconds", m["train_seconds"]), ("gain", gain)):
-                page.fact(f"{key}.{name}", value)
-            rows.append((f"`{stage}`", f"{m['params']:,}", f"{mean:.4f}", f"{spread:.4f}",
-                         "" if gain is None else f"{gain:.4f}",
+                page.fact(f"{key}.{name}", value)  # ppl: perplexity, e^(mean best val)
+            rows.append((f"`{stage}`", f"{m['params']:,}", f"{mean:.4f}", f"{math.exp(mean):.2f}",
+                         f"{spread:.4f}", "" if gain is None else f"{gain:.4f}",
                          f"{m['val_loss'] - m['train_loss']:.4f}"))
             page.write(f"sample_{data}_{stage}.txt", m["sample"])
             before = mean
-        page.both(f"table_{data}", table(HEAD, rows, right={1, 2, 3, 4, 5}))
+        page.both(f"table_{data}", table(HEAD, rows, right={1, 2, 3, 4, 5, 6}))
     rows = []
     for data in CLASSIC:
         runs = [(f"`{s}`", CLASSIC_RUNS[s, data]) for s in STAGES]
         runs.append((f"`stage5_gpt --preset {PRESETS[data]}`", PRESET_RUNS[data]))
         for label, run in runs:
             m = page.stored(run).metrics
-            rows.append((data, label, f"{m['params']:,}", m["best_val_loss"], m["val_loss"],
+            rows.append((data, label, f"{m['params']:,}", m["best_val_loss"],
+                         f"{math.exp(m['best_val_loss']):.2f}", m["val_loss"],
                          f"{m['train_seconds']:,.0f}"))
             key = f"{data}.{label.strip('`').split()[0][:6]}" + ("_preset" if "preset" in label else "")
             page.fact(f"{key}.best", m["best_val_loss"])
+            page.fact(f"{key}.ppl", math.exp(m["best_val_loss"]))
             page.fact(f"{key}.seconds", m["train_seconds"])
     page.both("table_classic", table(
-        {"en": ["corpus", "stage", "parameters", "best val", "final val", "time (s)"],
-         "zh": ["语料", "阶段", "参数量", "最低验证损失", "最后的验证损失", "时间（秒）"]},
-        rows, right={2, 3, 4, 5}))
+        {"en": ["corpus", "stage", "parameters", "best val", "perplexity", "final val", "time (s)"],
+         "zh": ["语料", "阶段", "参数量", "最低验证损失", "困惑度", "最后的验证损失", "时间（秒）"]},
+        rows, right={2, 3, 4, 5, 6}))
 
 
 JOBS = [Job("compare", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(),
-                                    *PRESET_RUNS.values()),
+                                    *PRESET_RUNS.values(), *TANG_SAMPLES.values()),
             draws=tuple(Draw(rare, data, reads=RUNS["stage5_gpt", data, SEEDS[0]])
                         for data in BUILTIN),
             timed=(*CLASSIC_RUNS.values(), *PRESET_RUNS.values()))]

@@ -1,48 +1,32 @@
 """The last page, "Scale up and go further": the two-minute presets next to published
-runs, how GPT-2's weights map onto stage 5, a first look at BPE, and the encoder-decoder
-Transformer in one figure."""
+runs (losses and perplexities), what the lecture's run would take here, and the
+encoder-decoder Transformer in one figure."""
 
 from __future__ import annotations
 
-from collections import Counter
+import math
 
-from .. import Job, Page, table
+from .. import Job, Page
 from .stage5 import PRESETS, SAMPLES
 
 # Published validation losses on Tiny Shakespeare, character level (the sources the page cites).
 PUBLISHED = {"nanogpt_cpu": 1.88, "lecture_gpu": 1.48}
 LECTURE = {"params": 10_788_929, "tokens": 64 * 256 * 5000}  # as its script prints; B * T * steps
+# The lecture's model as stage 5's flags build it (Tiny Shakespeare's 65 characters).
+LECTURE_FLAGS = dict(vocab_size=65, block_size=256, n_layer=6, n_head=6, n_embd=384, dropout=0.2,
+                     bias=True, tie_weights=False)
 
 
-def bpe(text: str, merges: int) -> tuple[list[tuple[str, str, int]], int, int]:
-    """The first ``merges`` merges of byte-pair encoding on ``text`` (characters as the
-    starting symbols, inside words): (left, right, count) per merge, and the number of
-    tokens before and after."""
-    words = Counter(text.split())
-    seqs = {w: list(w) for w in words}
-    before = sum(len(w) * n for w, n in words.items())
-    done = []
-    for _ in range(merges):
-        pairs: Counter = Counter()
-        for w, n in words.items():
-            s = seqs[w]
-            for a, b in zip(s, s[1:], strict=False):
-                pairs[a, b] += n
-        if not pairs:
-            break
-        (a, b), count = pairs.most_common(1)[0]
-        done.append((a, b, count))
-        for w in words:
-            s, out, i = seqs[w], [], 0
-            while i < len(s):
-                if i + 1 < len(s) and (s[i], s[i + 1]) == (a, b):
-                    out.append(a + b)
-                    i += 2
-                else:
-                    out.append(s[i])
-                    i += 1
-            seqs[w] = out
-    return done, before, sum(len(seqs[w]) * n for w, n in words.items())
+def lecture_params_here() -> int:
+    """Stage 5's parameters with the lecture's sizes and --no-tie-weights, counted on the
+    meta device (shapes, no memory)."""
+    import torch
+
+    from stage5_gpt.model import GPT, GPTConfig
+
+    with torch.device("meta"):
+        model = GPT(GPTConfig(**LECTURE_FLAGS))
+    return sum(p.numel() for p in model.parameters())
 
 
 def transformer_figure(page: Page, lang: str) -> None:
@@ -72,58 +56,41 @@ def transformer_figure(page: Page, lang: str) -> None:
     plt.close(fig)
 
 
-def in_gpt2(name: str) -> tuple[str, str]:
-    """Where GPT-2 keeps our weight ``name``, in English and in Chinese: under the same name,
-    transposed (its Conv1D stores (in, out)), or nowhere (our head's bias, set to 0)."""
-    from stage5_gpt.gpt2 import TRANSPOSED
-
-    if name == "lm_head.bias":
-        return "none: set to 0", "没有：设为 0"
-    if name.endswith(TRANSPOSED):
-        return f"{name} (transposed)", f"{name}（转置）"
-    return name, name
-
-
 def write(page: Page) -> None:
     for name, run in PRESETS.items():
         m = page.stored(run).metrics
         page.fact(f"{name}.best", m["best_val_loss"])
         page.fact(f"{name}.seconds", m["train_seconds"])
+        page.fact(f"{name}.ppl", math.exp(m["best_val_loss"]))  # perplexity of the best loss
+    # The two 2-minute presets: one time for both when they print the same whole seconds.
+    two = [round(page.stored(PRESETS[n]).metrics["train_seconds"])
+           for n in ("shakespeare-2min", "tang-2min")]
+    page.fact("two_min.same_seconds", two[0] == two[1])
+    page.both("two_min_time", {  # the home page's sentence: "each" when the times are equal
+        "en": ("The two-minute presets of the [last page](scale.md#bigger-runs), on Tiny "
+               "Shakespeare and the Tang poems (downloaded once), "
+               + (f"take {two[0]} seconds each" if two[0] == two[1] else
+                  f"take {two[0]} and {two[1]} seconds") + " on both cores."),
+        "zh": ("[最后一页](scale.md#bigger-runs)的两分钟预设在 Tiny Shakespeare 和唐诗上"
+               "（第一次运行时下载）用两个核，"
+               + (f"各用了 {two[0]} 秒。" if two[0] == two[1] else
+                  f"分别用了 {two[0]} 秒和 {two[1]} 秒。"))})
     short = page.stored(PRESETS["shakespeare-2min"]).metrics
     ratio = (LECTURE["params"] * LECTURE["tokens"]  # compute ~ 6 x parameters x tokens
              / (short["params"] * short["batch_size"] * short["block_size"] * short["steps"]))
     page.fact("lecture.ratio", ratio)
     page.fact("lecture.hours", ratio * short["train_seconds"] / 3600)  # at the 2-minute pace
+    page.fact("lecture.params", LECTURE["params"])
+    page.fact("lecture.params_here", lecture_params_here())
     for name in ("shakespeare-2min", "tang-2min"):
         page.write(f"sample_{name}.txt", page.stored(SAMPLES[name]).stdout)
     for key, value in PUBLISHED.items():
         page.fact(f"published.{key}", value)
-    import torch
-
-    from stage5_gpt.gpt2 import SMALL, mapping
-    from stage5_gpt.model import GPTConfig
-
-    with torch.device("meta"):
-        rows = mapping(GPTConfig(**SMALL, bias=True, tie_weights=True))
-    cells = [in_gpt2(n) for n, _, _ in rows]
-    assert [c[0] for c in cells] == [t for _, _, t in rows], "gpt2.mapping() changed its words"
-    page.both("gpt2", table({"en": ["stage 5's name", "shape (GPT-2 small)", "in GPT-2"],
-                             "zh": ["第五步里的名字", "形状（GPT-2 small）", "在 GPT-2 里"]},
-                            [(f"`{n}`", f"`{s}`", c) for (n, s, _), c in zip(rows, cells, strict=True)]))
-    from stage5_gpt.data import load_text
-
-    merges, before, after = bpe(load_text("en"), 12)
-    page.both("bpe", table({"en": ["merge", "pair", "new token", "times seen"],
-                            "zh": ["合并", "字符对", "新的词元", "出现次数"]},
-                           [(i, f"`{a}` + `{b}`", f"`{a + b}`", f"{n:,}")
-                            for i, (a, b, n) in enumerate(merges, 1)], right={3}))
-    page.fact("bpe.before", before)
-    page.fact("bpe.after", after)
+        page.fact(f"published.{key}_ppl", math.exp(value))
     for lang in ("en", "zh"):
         transformer_figure(page, lang)
 
 
 JOBS = [Job("scale", write, runs=(*PRESETS.values(), SAMPLES["shakespeare-2min"],
                                   SAMPLES["tang-2min"]),
-            files=("stage5_gpt/gpt2.py", "stage5_gpt/model.py", "stage5_gpt/corpus/en.txt"),
-            timed=tuple(PRESETS.values()))]
+            files=("stage5_gpt/model.py",), timed=tuple(PRESETS.values()))]

@@ -11,6 +11,9 @@ from .stage2 import training
 
 CORPORA = ("en", "zh", "shakespeare", "tang")
 RUNS = {d: classic("stage3_attention", d) for d in CORPORA}  # the defaults on every corpus
+BIGRAM = {d: classic("stage2_bigram", d) for d in CORPORA}  # stage 2's, to compare with
+NAMES = {"en": ("English (built-in)", "英文（内置）"), "zh": ("Chinese (built-in)", "中文（内置）"),
+         "shakespeare": ("Tiny Shakespeare", "Tiny Shakespeare"), "tang": ("Tang poems", "唐诗")}
 POS = {p: train("stage3_attention", "en", "--pos", p) for p in ("sinusoidal", "none")}
 BUILDUP = Run("stage3_attention", module="buildup")
 FORMS = {"en": ("1. loop", "2. tril matrix product", "3. masked softmax", "4. self-attention (q · k)"),
@@ -71,11 +74,20 @@ def buildup_figures(page: Page, lang: str) -> None:
     ex = buildup.example()
     mats = [buildup.weights_of(f, T) for f in (buildup.average_loop, buildup.average_matmul,
                                                   buildup.average_softmax)] + [ex["wei"][0]]
-    fig, axes = plt.subplots(2, 2, figsize=(8, 7.6), dpi=120, constrained_layout=True)
+    # 6.4 inches wide, as the stages' figures (plots.WIDTH), with text that stays readable
+    # where the figure is smallest, 600 px wide on a phone (1 pt = 1.3 px there): numbers at
+    # 11 pt, tick labels at 10 pt, on the outer panels only. No colour bar: every cell
+    # carries its number.
+    fig, axes = plt.subplots(2, 2, figsize=(6.4, 6.9), dpi=160, sharex=True, sharey=True,
+                             constrained_layout=True)
     for ax, title, m in zip(axes.flat, FORMS[lang], mats, strict=True):
-        im = heat(ax, m, title)
-    fig.colorbar(im, ax=axes, shrink=0.6, label=w["weight_of"])
-    fig.suptitle(w["weights"])
+        heat(ax, m, title)
+        for number in ax.texts:
+            number.set_fontsize(11)
+        ax.tick_params(labelsize=10)
+        ax.set_title(title, fontsize=12)
+        ax.label_outer()
+    fig.suptitle(w["weights"], fontsize=12)
     fig.savefig(page.dir / f"buildup_weights{'' if lang == 'en' else '_zh'}.png")
     plt.close(fig)
 
@@ -191,6 +203,44 @@ def trained_head(page: Page, data: str) -> None:
     page.fact(f"{data}.head.near3", sum(at[:3]))  # the current character and the two before
 
 
+def score_scale(page: Page, data: str) -> None:
+    """Why divide by sqrt(d_k), measured on stage 3's own head: the variance of the entries
+    of q and k and of the scores q . k (raw and divided by sqrt(d_k)) on 64 windows of the
+    training text, for the untrained model (seed 1337, as train.py builds it) and the
+    trained one."""
+    import torch
+
+    from stage3_attention.checkpoint import load_model
+    from stage3_attention.data import Corpus, get_batch
+    from stage3_attention.model import LanguageModel
+
+    trained, tok, ckpt = load_model(page.folder(RUNS[data]) / "best.pt")
+    torch.manual_seed(1337)
+    fresh = LanguageModel(trained.config).eval()
+    corpus = Corpus.load(data, ckpt["args"]["val_fraction"], tok)
+    T = trained.config.block_size
+    x, _ = get_batch(corpus.train, 64, T, torch.Generator().manual_seed(0))
+    mask = torch.ones(T, T, dtype=torch.bool).tril()  # the scores a row actually weighs
+    average = mask / mask.sum(-1, keepdim=True)  # step 3's weights: 1 / (i + 1) left of i
+    for name, model in (("init", fresh), ("trained", trained)):
+        with torch.no_grad():
+            h = model.token_embedding_table(x) + model.positions(T, x.device)
+            q, k = model.sa_head.query(h), model.sa_head.key(h)  # (B, T, d_k)
+            scores = q @ k.transpose(-2, -1)  # (B, T, T), not yet divided by sqrt(d_k)
+            raw = scores[:, mask]  # (B, T (T + 1) / 2)
+        d_k = q.shape[-1]
+        for key, value in (("var_q", q.var()), ("var_k", k.var()), ("var_raw", raw.var()),
+                           ("var_scaled", (raw / math.sqrt(d_k)).var())):
+            page.fact(f"{data}.scale.{name}.{key}", value.item())
+        for key, given in (("scaled", scores / math.sqrt(d_k)), ("unscaled", scores)):
+            weights = given.masked_fill(~mask, float("-inf")).softmax(-1)  # (B, T, T)
+            # how far from the plain average, and the largest weight of a row (rows 1 on:
+            # row 0 has one position only), averaged over the rows
+            page.fact(f"{data}.scale.{name}.{key}.off_average", (weights - average).abs().max().item())
+            page.fact(f"{data}.scale.{name}.{key}.top_weight", weights[:, 1:].amax(-1).mean().item())
+    page.fact(f"{data}.scale.d_k", d_k)
+
+
 QK_PROMPT = {"en": "Pip the", "zh": "小狐狸皮皮"}  # short: its T x T scores fit the page
 
 
@@ -297,12 +347,65 @@ def worked(page: Page) -> None:
                                          for j in range(3)))
 
 
+def runs_table(page: Page) -> None:
+    """The four corpora in one table, beside the bigram of stage 2: the best validation loss
+    and its perplexity exp(loss), the number of characters the model is as unsure between
+    as if it chose uniformly among them."""
+    rows = []
+    for data, run in RUNS.items():
+        m, bigram = page.stored(run).metrics, page.stored(BIGRAM[data]).metrics
+        for name, loss in ((data, m["best_val_loss"]), (f"bigram.{data}", bigram["best_val_loss"])):
+            page.fact(f"{name}.best_val_ppl", math.exp(loss))
+        was = f"{bigram['best_val_loss']:.3f} ({math.exp(bigram['best_val_loss']):,.1f})"
+        flags = BIGRAM[data].flags  # the Tang poems' bigram is trained for 300 steps only
+        steps = flags[flags.index("--max-iters") + 1] if "--max-iters" in flags else None
+        rows.append((NAMES[data], f"{m['params']:,}",
+                     f"{m['best_val_loss']:.3f} ({math.exp(m['best_val_loss']):,.1f})",
+                     f"{m['best_val_step']:,}",
+                     (f"{was}, {steps} steps", f"{was}，仅 {steps} 步") if steps else was,
+                     f"{m['val_loss'] - m['train_loss']:.3f}", f"{m['train_seconds']:,.0f}"))
+    page.both("runs", table(
+        {"en": ["corpus", "parameters", "best val loss (perplexity)", "at step",
+                "bigram's best (perplexity)", "val − train at the end", "seconds"],
+         "zh": ["语料", "参数量", "最低验证损失（困惑度）", "在第几步", "二元模型的最低值（困惑度）",
+                "结束时验证减训练", "秒"]}, rows, right={1, 2, 3, 4, 5, 6}))
+
+
+def verse(page: Page) -> None:
+    """What the Tang poems' run learned of the form: the clauses between punctuation marks
+    in its sample after training (the poems' are 5 or 7 characters), and the marks in its
+    sample before training."""
+    import re
+
+    out = page.stored(RUNS["tang"]).stdout
+    before = out.split("sample before training:\n")[1].split("\nstep ")[0]
+    after = out.split("sample after training:\n")[1].split("\ncheckpoint:")[0]
+    clauses = [len(c.strip()) for c in re.split(r"[，。？！；\n]", after) if c.strip()]
+    page.fact("tang.sample.marks_before", len(re.findall(r"[，。？！；]", before)))
+    page.fact("tang.sample.marks_after", len(re.findall(r"[，。？！；]", after)))
+    page.fact("tang.sample.clauses", len(clauses))
+    page.fact("tang.sample.mean_clause", sum(clauses) / len(clauses))
+    page.fact("tang.sample.five_or_seven", sum(n in (5, 7) for n in clauses) / len(clauses))
+    page.fact("tang.sample.five_to_seven", sum(5 <= n <= 7 for n in clauses) / len(clauses))
+
+
 def write(page: Page) -> None:
     training(page, "stage3_attention", RUNS)
+    runs_table(page)
+    verse(page)
     for data in ("en", "zh"):
         page.draw(trained_head, data)
         page.draw(scores_on_a_prompt, data)
         page.draw(context_curve, data)
+    k = [int(name.rsplit("_", 1)[1]) for name in page.facts if name.startswith("en.context.loss_")]
+    page.both("context", table(  # the two curves' numbers, the bigram's best below them
+        {"en": ["characters seen (k)", "English (built-in)", "Chinese (built-in)"],
+         "zh": ["看到的字符数 k", "英文（内置）", "中文（内置）"]},
+        [(str(n), *(page.facts[f"{d}.context.loss_{n}"] for d in ("en", "zh"))) for n in sorted(k)]
+        + [(("stage 2's bigram, best", "第二步的二元模型，最低值"),
+            *(page.stored(BIGRAM[d]).metrics["best_val_loss"] for d in ("en", "zh")))],
+        right={1, 2}))
+    page.draw(score_scale, "en")
     out = page.stored(BUILDUP).stdout
     for i, part in enumerate(out.split("== ")[1:], start=1):
         page.write(f"buildup_{i}.txt", part.split("\n", 1)[1].strip("\n"))
@@ -313,16 +416,19 @@ def write(page: Page) -> None:
     worked(page)
     rows = [("learned", page.stored(RUNS["en"]))] + [(p, page.stored(r)) for p, r in POS.items()]
     page.both("positions", table(
-        {"en": ["flags", "parameters", "train loss", "val loss"],
-         "zh": ["命令行参数", "参数量", "训练损失", "验证损失"]},
+        {"en": ["flags", "parameters", "train loss", "val loss", "val perplexity"],
+         "zh": ["命令行参数", "参数量", "训练损失", "验证损失", "验证困惑度"]},
         [(f"`--pos {p}`", f"{s.metrics['params']:,}", s.metrics["train_loss"],
-          s.metrics["val_loss"]) for p, s in rows], right={1, 2, 3}))
+          s.metrics["val_loss"], f"{math.exp(s.metrics['val_loss']):.2f}") for p, s in rows],
+        right={1, 2, 3, 4}))
     for p, s in rows:
         page.fact(f"pos_{p}.val_loss", s.metrics["val_loss"])
+        page.fact(f"pos_{p}.val_ppl", math.exp(s.metrics["val_loss"]))
 
 
-JOBS = [Job("stage3", write, runs=(*RUNS.values(), *POS.values(), BUILDUP),
+JOBS = [Job("stage3", write, runs=(*RUNS.values(), *POS.values(), BUILDUP, *BIGRAM.values()),
             draws=(*(Draw(f, d, reads=RUNS[d]) for d in ("en", "zh")
                      for f in (trained_head, scores_on_a_prompt, context_curve)),
-                   Draw(shapes, reads=RUNS["en"])), timed=tuple(RUNS.values()),
+                   Draw(shapes, reads=RUNS["en"]), Draw(score_scale, "en", reads=RUNS["en"])),
+            timed=tuple(RUNS.values()),
             files=("stage3_attention",))]

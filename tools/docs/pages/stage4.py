@@ -3,6 +3,9 @@ variants, and what each part buys (a part taken out, against the spread of seeds
 
 from __future__ import annotations
 
+import math
+import re
+
 from .. import Draw, Job, Page, table
 from . import SEEDS, ZH_LABELS, classic, train
 from .stage2 import training
@@ -17,6 +20,9 @@ ABLATIONS = {f: train(STAGE, "en", f) for f in ("--no-residual", "--no-mlp")}
 ABLATIONS["--norm none"] = train(STAGE, "en", "--norm", "none")
 HARDER = {norm: train(STAGE, "en", "--n-layer", "12", "--lr", "1e-2", "--max-iters", "600",
                       "--norm", norm) for norm in ("pre", "post")}  # exercise 3
+DEEP = {"residual": train(STAGE, "en", "--n-layer", "8"),  # exercise 4: 8 blocks, with and
+        "no_residual": train(STAGE, "en", "--no-residual", "--n-layer", "8")}  # without
+STAGE3 = {d: classic("stage3_attention", d) for d in CORPORA}  # the stage before, for its loss
 PARTS = {"--no-residual": ("residual connections", "残差连接"),
          "--no-mlp": ("the MLP", "MLP（前馈网络）"), "--norm none": ("LayerNorm", "层归一化"),
          "--n-head 1": ("four heads, one left", "四个头只留一个")}
@@ -38,8 +44,41 @@ def attention(page: Page, data: str, labels: dict | None, tag: str) -> None:
     page.fact(f"{data}.prompt", prompt)
 
 
+def unigram(data: str) -> float:
+    """The validation loss of a model that only knows how often each character occurs in the
+    training text (its frequencies, each count plus one so that none is 0)."""
+    from collections import Counter
+
+    from stage4_block.data import Corpus
+
+    corpus = Corpus.load(data)
+    counts, n = Counter(corpus.train.tolist()), len(corpus.train)
+    V = corpus.tokenizer.vocab_size
+    return sum(-math.log((counts[t] + 1) / (n + V)) for t in corpus.val.tolist()) / len(corpus.val)
+
+
+def verse_form(sample: str) -> dict[str, float]:
+    """The form of a Tang sample: its titles (lines without punctuation, the cut-off last line
+    left out), its clauses (the characters before each mark ，。？！；) and the share of them
+    five or seven characters long, as every line of the corpus is (tang.py keeps those)."""
+    lines = [line for line in sample.split("\n") if line.strip()][:-1]
+    clauses = [c for line in lines for c in re.findall(r"([^，。？！；]+)[，。？！；]", line)]
+    return {"titles": sum(not re.search("[，。？！；]", line) for line in lines),
+            "clauses": len(clauses),
+            "five_or_seven": sum(len(c) in (5, 7) for c in clauses) / max(1, len(clauses))}
+
+
 def write(page: Page) -> None:
     training(page, STAGE, RUNS)
+    for data, run in RUNS.items():  # perplexity e^loss beside each best loss, and stage 3's
+        m = page.stored(run).metrics
+        page.fact(f"{data}.steps", m["steps"])
+        page.fact(f"{data}.best_val_ppl", math.exp(m["best_val_loss"]))
+        page.fact(f"stage3.{data}.best_val_ppl",
+                  math.exp(page.stored(STAGE3[data]).metrics["best_val_loss"]))
+    for key, value in verse_form(page.stored(RUNS["tang"]).metrics["sample"]).items():
+        page.fact(f"tang.form.{key}", value)
+    page.fact("unigram.en", unigram("en"))
     for data in ("en", "zh"):
         page.draw(attention, data, None, "")
         page.draw(attention, data, ZH_LABELS, "_zh")
@@ -50,14 +89,25 @@ def write(page: Page) -> None:
     rows = [(("(defaults)", "（默认设置）"), full)] + [(f, page.stored(r).metrics) for f, r in VARIANTS.items()]
     for flag, m in rows[1:]:  # each variant's val loss against the defaults'
         page.fact(f"variant.{flag.strip('-').replace(' ', '_')}", m["val_loss"] - full["val_loss"])
+    post = page.stored(VARIANTS["--norm post"]).metrics["val_loss"]
+    page.fact("variant.norm_post_lower", full["val_loss"] - post)  # how far below pre-LN's
     page.both("variants", table(
-        {"en": ["flags", "parameters", "train loss", "val loss", "time (s)"],
-         "zh": ["命令行参数", "参数量", "训练损失", "验证损失", "时间（秒）"]},
+        {"en": ["flags", "parameters", "train loss", "val loss", "val perplexity", "time (s)"],
+         "zh": ["命令行参数", "参数量", "训练损失", "验证损失", "验证困惑度", "时间（秒）"]},
         [(f if isinstance(f, tuple) else f"`{f}`", f"{m['params']:,}", m["train_loss"], m["val_loss"],
-          f"{m['train_seconds']:,.0f}")
-         for f, m in rows], right={1, 2, 3, 4}))
+          f"{math.exp(m['val_loss']):.2f}", f"{m['train_seconds']:,.0f}")
+         for f, m in rows], right={1, 2, 3, 4, 5}))
     for norm, run in HARDER.items():
         page.fact(f"harder.{norm}", page.stored(run).metrics["val_loss"])
+        page.fact(f"harder.{norm}_ppl", math.exp(page.stored(run).metrics["val_loss"]))
+    for name, run in DEEP.items():
+        m = page.stored(run).metrics
+        page.fact(f"deep.{name}", m["val_loss"])
+        page.fact(f"deep.{name}_ppl", math.exp(m["val_loss"]))
+        page.fact(f"deep.{name}_params", m["params"])
+        page.fact(f"deep.{name}_best_step", m["best_val_step"])
+        page.fact(f"deep.{name}_first_eval", page.stored(run).log[1]["val"])  # at step 300
+    page.fact("no_residual.val", page.stored(ABLATIONS["--no-residual"]).metrics["val_loss"])
     taken = {**ABLATIONS, "--n-head 1": VARIANTS["--n-head 1"]}
     cells = []
     for flag, run in taken.items():
@@ -65,15 +115,21 @@ def write(page: Page) -> None:
         change = m["val_loss"] - full["val_loss"]
         page.fact(f"ablation.{flag.strip('-').replace(' ', '_')}", change)
         cells.append((PARTS[flag], f"`{flag}`", f"{m['params']:,}", m["val_loss"],
-                      f"{change:+.4f}", ("yes", "是") if abs(change) > spread else ("no", "否")))
+                      f"{math.exp(m['val_loss']):.2f}", f"{change:+.4f}",
+                      ("yes", "是") if abs(change) > spread else ("no", "否")))
     page.both("ablation", table(
-        {"en": ["part taken out", "flag", "parameters", "val loss", "change", "beyond the seeds?"],
-         "zh": ["去掉的部分", "命令行参数", "参数量", "验证损失", "变化", "超出种子间的差异？"]},
-        cells, right={2, 3, 4}))
+        {"en": ["part taken out", "flag", "parameters", "val loss", "val perplexity", "change",
+                "beyond the seeds?"],
+         "zh": ["去掉的部分", "命令行参数", "参数量", "验证损失", "验证困惑度", "变化",
+                "超出种子间的差异？"]},
+        cells, right={2, 3, 4, 5}))
+    page.fact("full.val", full["val_loss"])
+    page.fact("full.val_ppl", math.exp(full["val_loss"]))
 
 
 JOBS = [Job("stage4", write, runs=(*RUNS.values(), *SEED_RUNS, *VARIANTS.values(),
-                                   *ABLATIONS.values(), *HARDER.values()), files=(STAGE,),
+                                   *ABLATIONS.values(), *HARDER.values(), *DEEP.values(),
+                                   *STAGE3.values()), files=(STAGE,),
             draws=tuple(Draw(attention, d, labels, tag, reads=RUNS[d]) for d in ("en", "zh")
                         for labels, tag in ((None, ""), (ZH_LABELS, "_zh"))),
             timed=(*RUNS.values(), *VARIANTS.values()))]

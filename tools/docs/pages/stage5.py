@@ -4,6 +4,8 @@ computation, a sample, and the learning-rate schedule."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections import Counter
 
 from .. import Draw, Job, Page, Run, table
@@ -22,7 +24,9 @@ SAMPLES.update({name: Run(STAGE, "--prompt", p, "--tokens", "300", "--temperatur
                 for name, p in (("shakespeare-2min", "ROMEO:"), ("tang-2min", "春"))})
 INSPECT = {d: Run(STAGE, "--prompt", p[1], module="inspect", after=RUNS[d])
            for d, p in PROMPTS.items()}
-TIED = train(STAGE, "zh", "--tie-weights")  # exercise 3's run
+UNTIED = {d: train(STAGE, d, "--no-tie-weights") for d in ("en", "zh")}  # an output head of its own
+STAGE4 = {d: classic("stage4_block", d) for d in ("en", "zh", *CLASSIC)}  # stage 4's runs, for
+# the perplexities the page sets beside stage 5's (the same runs as the stage 4 page's)
 LENS_ZH = {"i": "位置 i", "j": "位置 j", "cos": "cos(wpe[i], wpe[j])；颜色截在 ±{lim:.2f}",
            "cosine": "余弦相似度", "distance": "距离 |i - j|", "mean": "平均余弦相似度",
            "by_distance": "按距离平均的相似度", "positions": "学到的位置嵌入（block_size={T}）",
@@ -42,14 +46,17 @@ def figures(page: Page, data: str) -> None:
     from stage5_gpt.visualize import LABELS, attention_figure, attention_layer_figures
 
     model, tok, _ = load_model(page.folder(RUNS[data]) / "best.pt")
-    prompt = default_prompt(load_text(data), min(model.config.block_size, 24))
+    text = load_text(data)
+    prompt = default_prompt(text, min(model.config.block_size, 24))
     page.fact(f"{data}.prompt", prompt)
+    shown = lens_prompt(model, tok, text, LENS_LINES)  # the logit lens's example, by a rule
+    page.fact(f"{data}.lens_prompt", shown)
     for tag, labels, lens_labels in (("", LABELS, lens.LABELS), ("_zh", ZH_LABELS, LENS_ZH)):
         attention_figure(model, tok, prompt, page.dir / f"attention_{data}{tag}.png", labels)
         for path in attention_layer_figures(model, tok, prompt, page.dir / "tmp", labels):
             path.rename(page.dir / f"{data}_{path.stem}{tag}.png")
         lens.position_similarity_figure(model, page.dir / f"positions_{data}{tag}.png", lens_labels)
-        lens.layer_predictions_figure(model, tok, prompt, page.dir / f"lens_{data}{tag}.png",
+        lens.layer_predictions_figure(model, tok, shown, page.dir / f"lens_{data}{tag}.png",
                                       lens_labels)
     (page.dir / "tmp").rmdir()
     near = lens.similarity_by_distance(lens.position_similarity(model))
@@ -57,13 +64,35 @@ def figures(page: Page, data: str) -> None:
         page.fact(f"{data}.position_sim_{d}", near[d - 1])
     page.fact(f"{data}.position_peak", 1 + max(range(len(near)), key=near.__getitem__))
     page.fact(f"{data}.position_negative", sum(v < 0 for v in near))
-    right = lens.logit_lens(model, tok, prompt)["right"]
+    right = lens.logit_lens(model, tok, shown)["right"]
     page.fact(f"{data}.lens_right", right.sum(dim=1).tolist())
-    page.fact(f"{data}.lens_of", len(prompt) - 1)
+    page.fact(f"{data}.lens_of", len(shown) - 1)
+    page.fact(f"{data}.lens_lines", LENS_LINES)
     page.fact(f"{data}.lens_wrong", " ".join(
-        f"`{token_label(prompt[c])}→{token_label(prompt[c + 1])}`"
-        for c in range(len(prompt) - 1) if not right[-1, c]))
+        f"`{token_label(shown[c])}→{token_label(shown[c + 1])}`"
+        for c in range(len(shown) - 1) if not right[-1, c]))
     page.fact(f"{data}.attention_layers", model.config.n_layer)
+
+
+LENS_LINES = 30  # held-out lines the logit lens's example is chosen from
+
+
+def lens_prompt(model, tok, text: str, lines: int) -> str:
+    """The logit lens's example, chosen by a rule: of the first ``lines`` lines of the
+    held-out text (each cut to 24 characters, as the figures' prompt is), the one on which
+    the finished model guesses the next character right most often more than the model
+    cut after its first block does (the earliest, of equals)."""
+    from stage5_gpt import lens
+    from stage5_gpt.prompts import default_prompt
+
+    held_out = default_prompt(text, len(text))  # from the first held-out line to the end
+    candidates = [line[:24] for line in held_out.split("\n") if len(line) >= 2][:lines]
+
+    def gain(line: str) -> int:
+        right = lens.logit_lens(model, tok, line)["right"].sum(dim=1)  # per layer
+        return int(right[-1] - right[1])
+
+    return max(candidates, key=gain)  # max keeps the first of equals
 
 
 def embeddings(page: Page, data: str, chars: int = 60) -> None:
@@ -110,6 +139,57 @@ def embeddings(page: Page, data: str, chars: int = 60) -> None:
         near = [tok.itos[int(i)] for i in sims.argsort(descending=True)[1:4]]
         page.fact(f"{data}.neighbours_{common.index(c)}",
                   f"`{token_label(c)}`: " + " ".join(f"`{token_label(n)}`" for n in near))
+
+
+def moved(page: Page, data: str) -> None:
+    """How far each character's embedding moved from where training started, tied (the
+    default) and untied, by how often the character occurs: why, untied, rare characters
+    show up as the neighbours of common ones. The starting wte is the run's own: the
+    trainer seeds torch with --seed right before it builds the model."""
+    import statistics
+
+    import torch
+
+    from stage5_gpt.checkpoint import load_model
+    from stage5_gpt.data import load_text
+    from stage5_gpt.model import GPT
+    from stage5_gpt.plots import token_label
+
+    count = Counter(load_text(data))
+    for name, run in ((data, RUNS[data]), (f"untied_{data}", UNTIED[data])):
+        model, tok, _ = load_model(page.folder(run) / "best.pt")
+        torch.manual_seed(1337)  # the runs' --seed
+        start = GPT(model.config).transformer.wte.weight.detach()
+        wte = model.transformer.wte.weight.detach()
+        far = (wte - start).norm(dim=-1) / start.norm(dim=-1)  # in lengths of the start
+        cos = torch.nn.functional.cosine_similarity(wte, start, dim=-1)
+        groups = {"once": [i for i in range(len(wte)) if count[tok.itos[i]] == 1],
+                  "frequent": [i for i in range(len(wte)) if count[tok.itos[i]] > 1000]}
+        for group, ids in groups.items():
+            page.fact(f"{name}.{group}_chars", len(ids))
+            page.fact(f"{name}.moved_{group}", statistics.median(far[i].item() for i in ids))
+            page.fact(f"{name}.cos_start_{group}", statistics.median(cos[i].item() for i in ids))
+        if name.startswith("untied"):  # the neighbours, with how often each occurs
+            unit = torch.nn.functional.normalize(wte, dim=-1)
+            for k, (c, _) in enumerate(count.most_common(6)):
+                near = [tok.itos[int(i)] for i in (unit @ unit[tok.stoi[c]]).argsort(
+                    descending=True)[1:4]]
+                page.fact(f"{name}.neighbours_{k}", f"`{token_label(c)}`: " + " ".join(
+                    f"`{token_label(n)}` ({count[n]:,})" for n in near))
+    # the start is the run's own: other starts would be unrelated (cosine about 0)
+    assert page.facts[f"untied_{data}.cos_start_once"] > 0.2, "not the runs' starting wte"
+
+
+def verse(text: str) -> dict[str, int]:
+    """A Tang sample's lines, counted: verse lines (with a comma or full stop) split into
+    clauses at the punctuation, by length; lines without punctuation (titles, mostly). The
+    last line is left out: the sample may stop in the middle of it."""
+    lines = [line.strip() for line in text.strip().split("\n")][:-1]
+    clauses = [c for line in lines if re.search("[，。？！；]", line)
+               for c in re.split("[，。？！；]", line) if c]
+    return {"clauses": len(clauses), "five": sum(len(c) == 5 for c in clauses),
+            "seven": sum(len(c) == 7 for c in clauses),
+            "titles": sum(1 for line in lines if line and not re.search("[，。？！；：]", line))}
 
 
 def places(xy, width: float = 0.045, height: float = 0.05) -> list[tuple[float, float]]:
@@ -170,6 +250,37 @@ def schedule(page: Page) -> None:
         rows, right={1, 2, 3, 4, 5}))
 
 
+def in_gpt2(name: str) -> tuple[str, str]:
+    """Where GPT-2 keeps our weight ``name``, in English and in Chinese: under the same name,
+    or transposed (its Conv1D stores (in, out))."""
+    from stage5_gpt.gpt2 import TRANSPOSED
+
+    if name.endswith(TRANSPOSED):
+        return "the same name, transposed", "同名，转置"
+    return "the same name", "同名"
+
+
+def gpt2(page: Page) -> None:
+    """GPT-2 small in stage 5's GPT: its sizes and parameter count from its config, and
+    where each of our weights is in GPT-2's file (no weights: shapes on the meta device)."""
+    import torch
+
+    from stage5_gpt.gpt2 import SMALL, mapping
+    from stage5_gpt.model import GPT, GPTConfig
+
+    with torch.device("meta"):
+        config = GPTConfig(**SMALL)
+        rows = mapping(config)
+        page.fact("gpt2.params", sum(p.numel() for p in GPT(config).parameters()))
+    for key, value in SMALL.items():
+        page.fact(f"gpt2.{key}", value)
+    cells = [in_gpt2(n) for n, _, _ in rows]
+    assert all(t == n or t.endswith("transposed") for n, _, t in rows), "gpt2.mapping() changed"
+    page.both("gpt2", table({"en": ["stage 5's name", "shape (GPT-2 small)", "in GPT-2's file"],
+                             "zh": ["第五步里的名字", "形状（GPT-2 small）", "在 GPT-2 的文件里"]},
+                            [(f"`{n}`", f"`{s}`", c) for (n, s, _), c in zip(rows, cells, strict=True)]))
+
+
 def write(page: Page) -> None:
     training(page, STAGE, {**RUNS, **CLASSIC_RUNS})
     for name, run in PRESETS.items():  # their runs are on the scale page; here, their size
@@ -181,12 +292,29 @@ def write(page: Page) -> None:
                       **{f"inspect_{d}": r for d, r in INSPECT.items()}}.items():
         page.write(f"{'sample_' if not name.startswith('inspect') else ''}{name}.txt",
                    f"$ {run.command}\n{page.stored(run).stdout}")
+    for d, run in INSPECT.items():  # the offset most rows of the head look at: i-1, i-2, ...
+        page.fact(f"{d}.inspect_offset",
+                  re.search(r"; most often (i(?:-\d+)?)", page.stored(run).stdout)[1])
     schedule(page)
-    numbers(page, "tied", page.stored(TIED))
+    gpt2(page)
+    for data, run in UNTIED.items():  # what tying does: the same run with its own head
+        numbers(page, f"untied_{data}", page.stored(run))
+    for name, run in {**RUNS, **CLASSIC_RUNS, **{f"untied_{d}": r for d, r in UNTIED.items()},
+                      **{f"stage4_{d}": r for d, r in STAGE4.items()}}.items():
+        page.fact(f"{name}.ppl", math.exp(page.stored(run).metrics["best_val_loss"]))
+    page.draw(moved, "zh")
+    tang = page.stored(CLASSIC_RUNS["tang"]).stdout  # the sample after training
+    tang = tang.split("sample after training:\n", 1)[1].split("\ncheckpoint:", 1)[0]
+    for name, text in (("tang", tang), ("tang_2min", page.stored(SAMPLES["tang-2min"]).stdout)):
+        for key, n in verse(text).items():
+            page.fact(f"{name}.sample_{key}", n)
 
 
 JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
-                                   *SAMPLES.values(), *INSPECT.values(), TIED), files=(STAGE,),
-            draws=tuple(Draw(f, d, reads=run) for d, run in RUNS.items()
-                        for f in (figures, embeddings)),
+                                   *SAMPLES.values(), *INSPECT.values(), *UNTIED.values(),
+                                   *STAGE4.values()),
+            files=(STAGE,),
+            draws=(*(Draw(f, d, reads=run) for d, run in RUNS.items()
+                     for f in (figures, embeddings)),
+                   Draw(moved, "zh", reads=(RUNS["zh"], UNTIED["zh"]))),
             timed=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values()))]

@@ -22,7 +22,9 @@ ERRORS = (Run("stage5_gpt", "--lr", "1e6", "--warmup-iters", "0", "--grad-clip",
           Run("stage2_bigram", "--prompt", "naïve", module="sample", fails=True,
               after=RUNS["stage2_bigram", "en", SEEDS[0]]),
           Run("stage2_bigram", "--device", "mps", fails=True),
-          Run("stage5_gpt", "--lr", "1e-4", "--min-lr", "1e-3", fails=True))
+          Run("stage5_gpt", "--lr", "1e-4", "--min-lr", "1e-3", fails=True),
+          Run("stage5_gpt", "--dtype", "float16", fails=True),  # a GPU's precision, on a CPU
+          Run("stage5_gpt", "--init-from", "path/to/gpt2", module="sample", fails=True))
 
 DEFAULTS = ("defaults", "默认设置")  # a run at a stage's defaults, in each language
 FLOOR = 0.002  # the narrowest range: below this, runs differ by rounding alone
@@ -96,7 +98,7 @@ def write(page: Page) -> None:
 
 def verdicts(page: Page) -> None:
     """What two runs print at their end: one at the defaults, one without a reference."""
-    from stage2_bigram.reference import reference_report
+    from stage2_bigram.report import reference_report
 
     lines = []
     for run in (RUNS["stage2_bigram", "en", SEEDS[0]], ELSEWHERE):
@@ -107,4 +109,5 @@ def verdicts(page: Page) -> None:
 
 JOBS = [Job("troubleshooting", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(),
                                             *PRESET_RUNS.values(), STUCK, ELSEWHERE, *ERRORS),
-            files=tuple(f"{s}/{m}.py" for s in STAGES for m in ("train", "reference", "harness")))]
+            files=(*(f"{s}/{m}.py" for s in STAGES for m in ("train", "report", "harness")),
+                   "stage5_gpt/precision.py", "stage5_gpt/gpt2.py"))]
