@@ -257,6 +257,12 @@ def test_the_venv_python_elsewhere():
         "--preset tang-2min")
 
 
+# `make -n` as a reader types it, also when the tests themselves run under `make test`
+# (a parent make's MAKEFLAGS would add "Entering directory" lines).
+MAKE_N = ["make", "--no-print-directory", "-n"]
+MAKE_ENV = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+
+
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 @pytest.mark.parametrize("args, expected", [
     ([], "python3 tasks.py train"),
@@ -266,8 +272,8 @@ def test_the_venv_python_elsewhere():
     (["PYTHON=python3.10"], "python3.10 tasks.py train"),
 ])
 def test_make_train_calls_tasks_py(args, expected):
-    env = {k: v for k, v in os.environ.items() if k not in ("CPU_TORCH", "PYTHON")}
-    out = subprocess.run(["make", "-n", "train", *args], cwd=ROOT, env=env,
+    env = {k: v for k, v in os.environ.items() if k not in ("CPU_TORCH", "PYTHON", *MAKE_ENV)}
+    out = subprocess.run([*MAKE_N, "train", *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == [expected]
 
@@ -278,7 +284,8 @@ def test_make_train_calls_tasks_py(args, expected):
     ("workbook", "test --only-install"), ("grade", "test --only-install"),
     ("bench", "train --only-install")])
 def test_every_make_target_sets_itself_up_through_tasks_py(target, install):
-    out = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True,
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_ENV}
+    out = subprocess.run([*MAKE_N, target], cwd=ROOT, env=env, capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[0].endswith(f"tasks.py {install}")
 
