@@ -369,33 +369,36 @@ def test_bench_quick_measures_every_section(runs):
     starts = [out.index(f"\n({letter}) ") for letter in "abcdef"]
     assert starts == sorted(starts)
     texts = [out[i:j] for i, j in zip(starts, [*starts[1:], out.index("s in all.")], strict=True)]
-    for text in texts:
+    for text in texts[:5]:  # (a)-(e): tables of tokens/s whose rows end in a ratio
         assert "tokens/s" in text and "-----" in text, text
         assert re.search(r"\d\.\d\dx\n", text), text
-    keys = ["fast_dropout", "attention_forms", "attention_routes", "dtype", "kv_cache", "threads"]
+    keys = ["attention_forms", "flash", "dtype", "kv_cache", "threads", "gpt2"]
     assert [k for k in figures if k not in ("machine", "settings")] == keys
-    tables = [figures[k]["results"] for k in ("fast_dropout", "attention_forms", "dtype",
-                                               "kv_cache")]
-    tables += [figures["attention_routes"]["train"], figures["attention_routes"]["eval"],
+    tables = [figures[k]["results"] for k in ("attention_forms", "dtype", "kv_cache")]
+    tables += [figures["flash"]["train"], figures["flash"]["eval"],
                figures["threads"]["quiet"]["results"], figures["threads"]["busy"]["results"]]
     for results in tables:
         assert all(v["tokens_per_s"] > 0 and v["vs_plain"] > 0 for v in results.values())
         assert len(next(iter(results.values()))["rounds"]) == 2  # --repeats 2
     # (a) the plain version is the first row, its ratio 1
-    assert list(figures["fast_dropout"]["results"]) == ["nn.Dropout", "FastDropout"]
-    assert figures["fast_dropout"]["results"]["nn.Dropout"]["vs_plain"] == 1.0
-    assert figures["fast_dropout"]["dropout"] == 0.1  # stage 4's train.py default
     assert list(figures["attention_forms"]["results"]) == ["heads (variants.py)",
                                                            "batched (model.py)"]
-    assert list(figures["attention_routes"]["eval"]) == ["math (model.py)",
-                                                          "batched (CPU default)", "fused"]
+    assert figures["attention_forms"]["results"]["heads (variants.py)"]["vs_plain"] == 1.0
+    # (b) the written math (a CPU's path) against the fused kernel (a GPU's), both ways
+    for phase in ("train", "eval"):
+        assert list(figures["flash"][phase]) == ["math (model.py, CPU)", "fused kernel (GPU)"]
     fast = figures["dtype"]["bfloat16_is_fast"]
-    assert f"fast.bfloat16_is_fast('cpu') is {fast}" in texts[3]
-    # (e) the cache gives the same tokens (the first block_size = 8 of --quick), yet is timed
+    assert f"bfloat16_is_fast('cpu') is {fast}" in texts[2]
+    # (f) GPT-2 small's sizes: load, memory and tokens/s with and without the cache
+    gpt2 = figures["gpt2"]
+    assert gpt2["params"] == 124_439_808 and gpt2["source"] == "stand-in"
+    assert gpt2["load_s"] > 0 and gpt2["peak_rss_mb"] > 0 and gpt2["cache"] > 0 < gpt2["no_cache"]
+    assert "124,439,808" in texts[5]
+    # (d) the cache gives the same tokens (the first block_size = 8 of --quick), yet is timed
     cache = figures["kv_cache"]
     assert cache["same_tokens"] is True and (cache["tokens"], cache["compared"]) == (40, 8)
-    assert "same tokens both ways: yes" in texts[4]
-    # (f) pick_threads chose one of the counts, measured as a row; the busy process is gone
+    assert "same tokens both ways: yes" in texts[3]
+    # (e) pick_threads chose one of the counts, measured as a row; the busy process is gone
     threads = figures["threads"]
     for phase in ("quiet", "busy"):
         assert set(threads[phase]["results"]) == {"1 thread", "2 threads", "pick_threads"}
@@ -425,7 +428,7 @@ def test_bench_ctrl_c_stops_the_busy_process(tmp_path):
     # The busy phase lasts seconds: 0.5 s of start, pick_threads, 3 x 3 rounds of 20 steps.
     # SIGINT's default action is restored in case this test runs with SIGINT ignored.
     proc = subprocess.Popen(
-        [sys.executable, TOOLS / "bench.py", "--quick", "--sections", "f", "--steps", "20",
+        [sys.executable, TOOLS / "bench.py", "--quick", "--sections", "e", "--steps", "20",
          "--warmup", "0", "--threads", "2"], cwd=tmp_path, env=module_env(), text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8", errors="replace",
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
