@@ -173,11 +173,11 @@ EXERCISES = (
              "own true character, all divided by N = logits.shape[0] (the loss is a mean over "
              "N examples); compute on a new tensor, never change the logits you are given"),
     Exercise("3.1", "model.py:sinusoidal_positions", "sinusoidal positions",
-             "正弦位置编码", "Step 1: token and position embeddings", "步骤一：词元嵌入与位置嵌入",
+             "正弦位置编码", "Step 1: token and position embeddings", "部件一：词元嵌入与位置嵌入",
              "even columns sin(p / 10000^(2i/C)), odd columns the cos of the same angle; "
              "mind an odd n_embd"),
     Exercise("3.2", "model.py:Head.forward", "one head of causal self-attention",
-             "一个因果自注意力头", "Step 2: one attention head", "步骤二：一个注意力头",
+             "一个因果自注意力头", "Step 2: one attention head", "部件二：一个注意力头",
              "q, k, v from the three Linears; scores q k^T / sqrt(head_size); -inf above the "
              "diagonal when self.causal; softmax over the last dim; keep a detached copy of "
              "the weights in self.last_attention"),
