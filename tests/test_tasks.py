@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import tasks  # noqa: E402
 
-PYENV = Path("/root/.pyenv/versions")
+PYENV = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"  # pyenv's place
 
 
 def old_python(prefix: str) -> str | None:
