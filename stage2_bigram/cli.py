@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,6 +22,10 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.default is None or "(default:" in (action.help or ""):
             return action.help  # e.g. --threads: "(default: the fastest count, ...)"
         return super()._get_help_string(action)
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        # argparse wraps after hyphens too, which cuts flag names (--eval-/interval)
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
 
 def positive_int(s: str) -> int:

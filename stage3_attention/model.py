@@ -71,7 +71,8 @@ class Head(nn.Module):
         k = self.key(x)  # (B, T, hs)
         q = self.query(x)  # (B, T, hs)
         v = self.value(x)  # (B, T, hs)
-        # Scale by 1/sqrt(head_size) so the scores keep unit variance and softmax stays soft.
+        # Divide by sqrt(head_size): q.k adds up hs products, so its spread grows with hs;
+        # dividing keeps softmax from turning one-hot (the stage 3 page measures it).
         wei = q @ k.transpose(-2, -1) / math.sqrt(k.size(-1))  # (B, T, T)
         if self.causal:
             wei = wei.masked_fill(self.tril[:T, :T] == 0, float("-inf"))  # no peeking ahead

@@ -21,7 +21,7 @@ import torch
 from .plots import plot_losses
 
 REFERENCES = Path(__file__).resolve().parents[1] / "references" / f"{__package__}.json"
-GUIDE = "docs/troubleshooting.md"
+GUIDE = "docs/troubleshooting.md (中文: docs/zh/troubleshooting.md)"
 
 
 def param_breakdown(model: torch.nn.Module) -> dict[str, int]:

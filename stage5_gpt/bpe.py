@@ -256,6 +256,11 @@ class BPETokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Text -> ids: split into chunks, then merge each chunk's bytes."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:  # a lone surrogate, e.g. from undecodable argv bytes
+            raise UserError(f"the text has a character UTF-8 cannot encode ({e.object[e.start]!r} "
+                            f"at position {e.start}): pass text in UTF-8") from None
         ids = []
         for chunk in SPLIT.findall(text):
             if chunk not in self.cache:

@@ -12,6 +12,7 @@ import hashlib
 import http.client
 import os
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -72,7 +73,8 @@ def _fetch(url: str, tmp: Path, name: str, local: str) -> str:
         with urllib.request.urlopen(url, timeout=30) as response, tmp.open("wb") as f:
             size = int(response.headers.get("Content-Length") or 0) or None
             with tqdm(total=size, unit="B", unit_scale=True, desc=f"downloading {name}",
-                      disable=(size or 0) < BAR_FROM) as bar:
+                      # no bar frames into a log file: only for a terminal
+                      disable=(size or 0) < BAR_FROM or not sys.stderr.isatty()) as bar:
                 while chunk := response.read(1 << 20):
                     f.write(chunk)
                     h.update(chunk)

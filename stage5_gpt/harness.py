@@ -134,6 +134,11 @@ def start_distributed(device: str, batch_size: int) -> tuple[int, int, str]:
         raise UserError(f"--batch-size {batch_size} must be a multiple of the {world} processes "
                         "torchrun started: each takes an equal share of every batch.")
     if device == "cuda":  # one GPU per process
+        here, gpus = int(os.environ.get("LOCAL_WORLD_SIZE", world)), torch.cuda.device_count()
+        if here > gpus:
+            raise UserError(f"torchrun started {here} processes on this machine, which has {gpus} "
+                            f"GPU{'s' * (gpus != 1)}: pass --nproc_per_node {gpus} or fewer (one "
+                            "process per GPU).")
         device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
         torch.cuda.set_device(device)
     if not torch.distributed.is_initialized():

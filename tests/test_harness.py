@@ -801,7 +801,8 @@ def test_without_an_exact_reference_the_nearest_is_named_with_the_flags_that_dif
     assert (f"is this loss normal? no reference for exactly these settings; the nearest is "
             f"'tiny' (python -m {S.stage}.train --data tiny.txt), which differs in "
             f"--data ({other} here, tiny.txt there), --lr (0.02 here, {lr} there). Every "
-            "reference is listed in docs/troubleshooting.md") in printed.splitlines()
+            "reference is listed in docs/troubleshooting.md (中文: docs/zh/troubleshooting.md)"
+            ) in printed.splitlines()
     assert "within the expected range" not in printed
     # One flag changed: only that flag is named.
     printed = again(S, r, "--seed", 7)

@@ -187,6 +187,65 @@ def test_the_presets_in_help_are_flags_that_parse():
             assert getattr(args, key) == value, (name, key)
 
 
+@pytest.mark.parametrize("stage", TRAINED)
+@pytest.mark.parametrize("columns", ["60", "80", "100"])
+def test_help_never_wraps_inside_a_flag_name(stage, columns, monkeypatch):
+    """argparse wraps after hyphens too: --eval-interval would print as --eval- / interval."""
+    monkeypatch.setenv("COLUMNS", columns)
+    parser = importlib.import_module(f"{stage}.train").build_parser()
+    lines = parser.format_help().splitlines()
+    cut = [line for line in lines if re.search(r"[A-Za-z]-$", line)]
+    assert cut == [], cut
+    assert any(len(line) > int(columns) - 12 for line in lines)  # it did wrap
+
+
+# --- downloads: a bar on a terminal only -------------------------------------------------
+
+@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_download_bar_is_drawn_on_a_terminal_only(stage, terminal, tmp_path, monkeypatch,
+                                                    capsys):
+    download = importlib.import_module(f"{stage}.download")
+    src = tmp_path / "remote.txt"
+    src.write_bytes(b"x" * 4096)
+    monkeypatch.setattr(download, "BAR_FROM", 1)  # a bar even for this small file
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    import hashlib
+    download.download(src.as_uri(), tmp_path / "cache" / "x.txt",
+                      hashlib.sha256(src.read_bytes()).hexdigest())
+    assert ("downloading" in capsys.readouterr().err) == terminal
+
+
+# --- text UTF-8 cannot encode, e.g. undecodable bytes in a command line -----------------
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_bpe_of_a_lone_surrogate_is_a_user_error(stage):
+    bpe = importlib.import_module(f"{stage}.bpe")
+    errors = importlib.import_module(f"{stage}.errors")
+    tok = bpe.BPETokenizer.train("ab ab ab", 1)
+    with pytest.raises(errors.UserError, match=r"UTF-8 cannot encode \('\\udcff' at position 2\)"):
+        tok.encode("ab\udcff")
+    assert tok.decode(tok.encode("ab ab")) == "ab ab"
+
+
+# --- torchrun: more processes than GPUs -------------------------------------------------
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_torchrun_with_more_processes_than_gpus_is_one_line(gpus, monkeypatch):
+    from stage5_gpt import harness
+    from stage5_gpt.errors import UserError
+
+    for name, value in (("WORLD_SIZE", "2"), ("LOCAL_WORLD_SIZE", "2"), ("LOCAL_RANK", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(harness.torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(harness.torch.cuda, "set_device", lambda d: pytest.fail("set_device"))
+    with pytest.raises(UserError) as e:
+        harness.start_distributed("cuda", 4)
+    assert str(e.value) == (f"torchrun started 2 processes on this machine, which has {gpus} "
+                            f"GPU{'s' * (gpus != 1)}: pass --nproc_per_node {gpus} or fewer "
+                            "(one process per GPU).")
+
+
 # --- what a run prints: no progress-bar frames into a log, the last losses once ----------
 
 def test_a_redirected_run_has_no_bar_frames_and_its_last_losses_once(tmp_path):
