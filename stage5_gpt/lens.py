@@ -29,11 +29,12 @@ from .visualize import visualize
 LABELS = {"i": "position i", "j": "position j", "cos": "cos(wpe[i], wpe[j]); colours cut at ±{lim:.2f}",
           "cosine": "cosine similarity", "distance": "distance |i - j|",
           "mean": "mean cosine similarity", "by_distance": "mean similarity by distance",
-          "positions": "learned position embeddings (block_size={T})",
-          "x0": "x₀ embeddings", "after": "x{n} after layer {layer}", "output": "(output)",
+          "positions": "{stage}: learned position embeddings (block_size={T})",
+          "x0": "x₀ embeddings", "after": "x{n} after layer {layer}", "output": " (output)",
           "input": "input character", "next": "actual next character",
           "p": "p(actual next character)",
-          "lens": "how the prediction sharpens layer by layer\n(cell: top-1 guess, bold when right)"}
+          "lens": "{stage}: how the prediction sharpens layer by layer\n(cell: top-1 guess, bold "
+                  "when right)"}
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")  # x₀, x₁, ...
 
 
@@ -79,7 +80,7 @@ def position_similarity_figure(model: GPT, path: str | Path, labels: dict = LABE
     ax2.set(xlabel=labels["distance"], ylabel=labels["mean"])
     ax2.set_title(labels["by_distance"], fontsize=10)
     ax2.grid(alpha=0.3)
-    fig.suptitle(f"{__package__}: " + labels["positions"].format(T=T))
+    fig.suptitle(labels["positions"].format(stage=__package__, T=T))
     return _save(fig, path)
 
 
@@ -140,12 +141,12 @@ def layer_predictions_figure(model: GPT, tokenizer: Tokenizer, prompt: str,
     top.set_xlabel(labels["next"])
     names = [labels["x0"]] + [labels["after"].format(n=str(n).translate(SUB), layer=n - 1)
                               for n in range(1, rows)]
-    names[-1] += " " + labels["output"]
+    names[-1] += labels["output"]
     ax.set_yticks(range(rows), names)
     ax.tick_params(length=0, labelsize=10)
     top.tick_params(length=0, labelsize=10)
     fig.colorbar(im, ax=ax, shrink=0.9, label=labels["p"])
-    fig.suptitle(f"{__package__}: " + labels["lens"], fontsize=10)
+    fig.suptitle(labels["lens"].format(stage=__package__), fontsize=10)
     return _save(fig, path)
 
 

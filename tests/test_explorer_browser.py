@@ -434,7 +434,10 @@ def test_every_page_with_an_explorer_draws_it(context, base_url, site):
 def test_from_the_file_system_it_explains_instead_of_failing(context, site):
     page, _, errors = open_page(context, (site / page_path(site, "explorer.md")).as_uri())
     page.wait_for_function("() => document.querySelector('.gpt-explorer').dataset.state === 'error'")
-    assert "file system" in page.locator(".gx-status").first.inner_text()
+    why, todo = failure(page)
+    assert why.startswith("What failed: ") and "file system" in why and "/generated/explorer/en.json" in why
+    assert todo.startswith("What to do: ") and "make docs-serve" in todo
+    assert "http://127.0.0.1:8000/explorer.html" in todo
     page.close()
     # Material's own look-up of the sitemap fails from file:// too; none of ours may.
     ours = [e for e in errors if e.startswith("page error") or "explorer" in e]
@@ -563,7 +566,7 @@ def test_zh_edition_speaks_chinese_and_loads_every_model(zh_explorer_page, expor
     temperature.evaluate("(e) => { e.value = '1'; e.dispatchEvent(new Event('input')); }")
     root.locator("canvas.gx-big").focus()
     page.keyboard.press("Home")
-    assert widget_state(page)["readout"].startswith(f"查询「{long[6]}」（位置 0）最关注：")
+    assert widget_state(page)["readout"].startswith(f"查询“{long[6]}”（位置 0）最关注：")
     temperature.focus()
     page.keyboard.press("Home")
     newlines(page, root, "zh", exports["zh"])
@@ -619,8 +622,81 @@ def test_every_zh_page_with_an_explorer_draws_it_in_chinese(context, base_url, z
 def test_zh_edition_from_the_file_system_explains_in_chinese(context, zh_site):
     page, _, _ = open_page(context, (zh_site / page_path(zh_site, "explorer.md")).as_uri())
     page.wait_for_function("() => document.querySelector('.gpt-explorer').dataset.state === 'error'")
-    assert "文件系统" in page.locator(".gx-status").first.inner_text()
+    why, todo = failure(page)
+    assert why.startswith("原因：") and "文件系统" in why and "/generated/explorer/zh.json" in why
+    assert todo.startswith("怎么办：") and "make docs" in todo and "http://127.0.0.1:8000/zh/explorer.html" in todo
     page.close()
+
+
+def failure(page) -> tuple[str, str]:
+    """The two parts of the message of an explorer whose model did not load: (what failed,
+    what to do)."""
+    status = page.locator(".gpt-explorer .gx-status").first
+    return status.locator(".gx-why").inner_text(), status.locator(".gx-todo").inner_text()
+
+
+# The Chinese edition served on its own (mkdocs serve -f mkdocs.zh.yml, or site/zh/ alone),
+# where its pages find no weights one folder up, or a model file missing: the server answers
+# 404 (or nothing at all) for the model's header. The widget says what failed (the file, its
+# address, the status or the browser's error) and what to do (the commands that fix it).
+@pytest.mark.parametrize(("edition", "answer"), [("zh", 404), ("en", 404), ("zh", "abort")])
+def test_a_model_that_does_not_load_says_why_and_what_to_do(playwright_api, base_url, site, zh_site, blocked,
+                                                            shots, edition, answer):
+    ctx = own_context(playwright_api, site, blocked, viewport={"width": 1280, "height": 900})
+    ctx.route(f"**/generated/explorer/{edition}.json",
+              lambda route: route.abort() if answer == "abort" else route.fulfill(status=answer, body="not here"))
+    url = zh_url(base_url, zh_site) if edition == "zh" else base_url + page_path(site, "explorer.md")
+    page, _, errors = open_page(ctx, url)
+    page.wait_for_function("() => document.querySelector('.gpt-explorer').dataset.state === 'error'",
+                           timeout=TIMEOUT_MS)
+    why, todo = failure(page)
+    address = f"{base_url}generated/explorer/{edition}.json"
+    assert address in why, why
+    if edition == "zh":
+        assert why.startswith("原因：") and todo.startswith("怎么办："), (why, todo)
+        assert ("HTTP 404（没有这个文件）" in why) if answer == 404 else ("出错" in why and "TypeError" in why), why
+        for words in ("make docs", "py tasks.py docs", "python -m http.server --directory site",
+                      "http://127.0.0.1:8000/zh/explorer.html"):
+            assert words in todo, (words, todo)
+        # No answer at all: the server first; a 404: the Chinese edition alone, or no export.
+        assert ("服务器还在运行" in todo) == (answer == "abort"), todo
+        assert all((words in todo) == (answer == 404)
+                   for words in ("英文版站点", "mkdocs serve -f mkdocs.zh.yml", "python -m tools.docs explorer")), todo
+        prose = page.evaluate("""() => {
+          const status = document.querySelector('.gpt-explorer .gx-status').cloneNode(true);
+          status.querySelectorAll('code').forEach((c) => c.remove());  // commands, addresses
+          return status.textContent;
+        }""")
+        assert not set(re.findall(r"[A-Za-z]{4,}", prose)) - {"HTTP", "Windows"}, prose
+    else:
+        assert why.startswith("What failed: ") and "HTTP 404 (no such file)" in why, why
+        for words in ("make docs-serve", "python -m http.server --directory site",
+                      "http://127.0.0.1:8000/explorer.html", "python -m tools.docs explorer"):
+            assert words in todo, (words, todo)
+    # Nothing else of the widget is left to puzzle over: no empty prompt, maps or predictions.
+    root = page.locator(".gpt-explorer").first
+    assert not root.locator(".gx-prompt").is_visible() and not root.locator(".gx-next").is_visible()
+    assert root.locator(".gx-models").is_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1281, "the page scrolls sideways"
+    if shots:
+        root.screenshot(path=str(shots / f"explorer-failed-{edition}-{answer}.png"))
+    assert not [e for e in errors if e.startswith("page error")], errors
+    ctx.close()
+
+
+def test_without_its_script_the_page_still_says_why_and_what_to_do(playwright_api, base_url, site, zh_site,
+                                                                   blocked):
+    """The Chinese edition built alone: its pages find no explorer.js one folder up. The box
+    keeps the page's own two-part message, which shows once the script is late (3 s)."""
+    ctx = own_context(playwright_api, site, blocked)
+    ctx.route("**/assets/javascripts/explorer.js", lambda route: route.fulfill(status=404, body=""))
+    page, _, _ = open_page(ctx, zh_url(base_url, zh_site))
+    fallback = page.locator(".gpt-explorer .gx-fallback").first
+    fallback.wait_for(state="visible", timeout=TIMEOUT_MS)
+    text = fallback.inner_text()
+    assert text.startswith("原因：") and "怎么办：" in text and "explorer.js" in text, text
+    assert "http://127.0.0.1:8000/zh/explorer.html" in text, text
+    ctx.close()
 
 
 # Runs last (tests run in file order): the whole module's traffic stayed local.

@@ -47,6 +47,7 @@ from stage5_gpt.model import GPT, GPTConfig
 from stage5_gpt.tokenizer import CharTokenizer
 from stage5_gpt.train import main as train_main
 from stage5_gpt.visualize import loss_figure, write_figures
+from tools.docs.pages.stage5 import LENS_ZH  # the lens's words in Chinese: the docs' labels
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # English and Chinese, nothing outside the fonts (no emoji): a missing glyph fails a test.
@@ -56,13 +57,6 @@ ZH_PROMPT = "小猫坐在垫子上。你好"
 MIXED_PROMPT = "小猫 sat on 垫子"  # Chinese, Latin and a space (drawn as ␣)
 FIGURES = ["attention_grid.png", "attention_layer0.png", "attention_layer1.png", "loss.png"]
 LENS_FIGURES = ["layer_predictions.png", "position_similarity.png"]
-# The lens's words in Chinese, with the same placeholders: a labels dict for another language.
-LENS_ZH = {"i": "位置 i", "j": "位置 j", "cos": "cos(wpe[i], wpe[j])；颜色截在 ±{lim:.2f}",
-           "cosine": "余弦相似度", "distance": "距离 |i - j|", "mean": "平均余弦相似度",
-           "by_distance": "按距离平均的相似度", "positions": "学到的位置嵌入（block_size={T}）",
-           "x0": "x₀ 嵌入", "after": "x{n} 第 {layer} 层之后", "output": "（输出）",
-           "input": "输入的字符", "next": "实际的下一个字符", "p": "p(实际的下一个字符)",
-           "lens": "预测如何一层层变得清楚\n（格中：最可能的猜测，猜对为粗体）"}
 
 
 @pytest.fixture(scope="module")
@@ -186,13 +180,17 @@ def test_lens_figures_print_the_words_of_the_labels_they_are_given(tiny, tmp_pat
             assert f"[{key}]" in text, (name, key)
     positions = "\n".join(drawn["positions.png"])
     assert "learned position embeddings (block_size=20)" in positions  # {T} filled in
+    assert "stage5_gpt: [positions]" not in positions  # {stage} filled in, in the label
     # Another language is a dict with the same keys (the default, LABELS, is English).
     with glyphs_must_exist():
         layer_predictions_figure(model, tok, ZH_PROMPT, tmp_path / "zh.png", LENS_ZH)
         position_similarity_figure(model, tmp_path / "zh_pos.png", LENS_ZH)
     assert "输入的字符" in drawn["zh.png"] and LABELS["input"] not in drawn["zh.png"]
     assert "x₁ 第 0 层之后" in drawn["zh.png"]
-    assert "学到的位置嵌入（block_size=20）" in "\n".join(drawn["zh_pos.png"])
+    # The title's colon and the bracket are the language's own: full width, no space before.
+    assert "stage5_gpt：学到的位置嵌入（block_size=20）" in "\n".join(drawn["zh_pos.png"])
+    assert "stage5_gpt：预测如何一层层变得清楚" in "\n".join(drawn["zh.png"])
+    assert "x₂ 第 1 层之后（输出）" in drawn["zh.png"]
     assert set(LENS_ZH) == set(LABELS)
 
 

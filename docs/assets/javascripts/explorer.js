@@ -28,11 +28,36 @@
     model: "模型",
     prompt: "提示词",
     loading: (name) => `正在加载${name}模型……`,
-    fileSystem: "探索器用 fetch() 读取模型的权重，而浏览器不允许从文件系统直接打开的页面这样做。"
-      + "请通过 HTTP 访问整个站点：运行 make docs（构建英文版和中文版）之后，运行 "
-      + "python -m http.server --directory site，再打开 http://127.0.0.1:8000/zh/explorer.html。",
-    loadFailed: (why) => `模型加载失败（${why}）。请运行 python -m tools.docs explorer，然后用 make docs 重新构建文档；`
-      + "中文版读取英文版站点里的权重，所以 mkdocs serve -f mkdocs.zh.yml 预览时读不到，请改用 python -m http.server --directory site。",
+    // A model that did not load: what failed (failed) and what to do (help); text in
+    // `backticks` is shown as code. f: the LoadError (kind, file, url, status, detail); page:
+    // this page's address on a local server.
+    why: "原因：",
+    todo: "怎么办：",
+    failed: (f) => ({
+      file: `本页是直接从文件系统打开的（地址以 file:// 开头），浏览器不允许这样的页面用 fetch() 读取别的文件，`
+        + `所以读不到模型文件 \`${f.file}\`（\`${f.url}\`）。`,
+      http: `浏览器向 \`${f.url}\` 请求模型文件 \`${f.file}\`，服务器回答 HTTP ${f.status}`
+        + `${f.status === 404 ? "（没有这个文件）" : ""}。`,
+      network: `浏览器向 \`${f.url}\` 请求模型文件 \`${f.file}\` 时出错，它报告的错误是 \`${f.detail}\`。`,
+      damaged: `模型文件 \`${f.file}\`（\`${f.url}\`）读到了，但内容不对（\`${f.detail}\`），可能已损坏或不完整。`,
+    })[f.kind],
+    // what to do: a paragraph, the steps (an ordered list, maybe empty) and a last paragraph
+    help: (f, page) => {
+      const steps = ["运行 `make docs`（Windows 上运行 `py tasks.py docs`），它先把英文版构建到 `site/`，"
+        + "再把中文版构建到 `site/zh/`；", "运行 `python -m http.server --directory site`；",
+        `在浏览器里打开 \`${page}\`。`];
+      const missing = "如果 `docs/generated/explorer/` 里本来就没有这个文件，先运行 `python -m tools.docs explorer` 导出模型，再构建。";
+      if (f.kind === "file") return ["请通过 HTTP 访问整个站点：", steps, ""];
+      if (f.kind === "damaged") {
+        return ["请运行 `python -m tools.docs explorer` 重新导出模型，再运行 `make docs` 重新构建。", [], ""];
+      }
+      if (f.kind === "network") {
+        return ["先确认提供本站的服务器还在运行，再刷新本页。如果还是读不到，请把两个版本一起构建、一起访问：", steps, ""];
+      }
+      return ["中文版没有自己的一份模型文件，它读的是英文版站点里的（上一级目录的 `generated/explorer/`），"
+        + "所以单独预览或发布中文版时（比如用 `mkdocs serve -f mkdocs.zh.yml`，或者只把 `site/zh/` 放到服务器上），"
+        + "本页读不到模型。请把两个版本一起构建、一起访问：", steps, missing];
+    },
     gridLabel: "每一层、每个头的注意力图",
     mapsHelp: (L, H) => `每张小图是一个头（行：第 0 层到第 ${L - 1} 层；列：第 0 个到第 ${H - 1} 个头）。选一张即可放大查看。`,
     headAxis: (h) => `头 ${h}`,
@@ -43,8 +68,8 @@
     noMap: "没有注意力图：没有可读的字符",
     headViewCaption: "头视图：从查询（上方）连到它读取的各个键（下方）",
     headViewLabel: (l, h) => `第 ${l} 层第 ${h} 个头的头视图；用方向键选择查询字符`,
-    readout: (ch, q, most) => `查询「${ch}」（位置 ${q}）最关注：${most.join("、")}`,
-    readoutKey: (ch, j, w) => `位置 ${j} 的「${ch}」（${w}）`,
+    readout: (ch, q, most) => `查询“${ch}”（位置 ${q}）最关注：${most.join("、")}`,
+    readoutKey: (ch, j, w) => `位置 ${j} 的“${ch}”（${w}）`,
     next: "下一个字符",
     topLabel: "最可能的十个下一个字符",
     temperature: "温度 ",
@@ -55,7 +80,7 @@
     unknown: (name, V, list, more) => `已略去以下字符，它们不在${name}模型的词表（共 ${V} 个字符）里：`
       + `${list.join("、")}${more ? `，另有 ${more} 个` : ""}。字符级模型只为训练文本里出现过的每个字符`
       + "准备一行嵌入，其他字符没有嵌入，所以模型读提示词时会跳过它们。",
-    unknownChar: (ch, code) => `「${ch}」（${code}）`,
+    unknownChar: (ch, code) => `“${ch}”（${code}）`,
     reads: "模型读入的字符（⏎ 是换行，␣ 是空格）：",
     promptHelp: "回车键换行：换行符和其他字符一样，也是一个字符。",
     cropped: (B, n, half) => `模型只读最后 ${B} 个字符（开头略去了 ${n} 个）：它只为 ${B} 个位置学过位置嵌入`
@@ -70,11 +95,35 @@
     model: "Model",
     prompt: "Prompt",
     loading: (name) => `Loading the ${name} model...`,
-    fileSystem: "The explorer reads the model's weights with fetch(), which browsers do not allow for a "
-      + "page opened from the file system. Serve the site instead: mkdocs serve, or "
-      + "python -m http.server --directory site, then open http://127.0.0.1:8000/explorer.html.",
-    loadFailed: (why) => `The model could not be loaded (${why}). Rebuild the docs after `
-      + "python -m tools.docs explorer.",
+    why: "What failed: ",
+    todo: "What to do: ",
+    failed: (f) => ({
+      file: "This page was opened from the file system (its address starts with file://), and browsers "
+        + `do not let such a page read other files with fetch(): the model file \`${f.file}\` `
+        + `(\`${f.url}\`) cannot be read.`,
+      http: `The browser asked for the model file \`${f.file}\` at \`${f.url}\`, and the server answered `
+        + `${f.status === 404 ? "HTTP 404 (no such file)" : f.detail}.`,
+      network: `The browser asked for the model file \`${f.file}\` at \`${f.url}\` and got an error: `
+        + `\`${f.detail}\`.`,
+      damaged: `The model file \`${f.file}\` (\`${f.url}\`) arrived, but not as it should be `
+        + `(\`${f.detail}\`): it is damaged or incomplete.`,
+    })[f.kind],
+    help: (f, page) => {
+      const steps = ["`make docs-serve` (on Windows `py tasks.py docs-serve`), or `make docs` and then "
+        + "`python -m http.server --directory site`;", `open \`${page}\` in the browser.`];
+      const missing = "If `docs/generated/explorer/` lacks the file, export the models first with "
+        + "`python -m tools.docs explorer`, then build again.";
+      if (f.kind === "file") return ["Serve the built site over HTTP:", steps, ""];
+      if (f.kind === "damaged") {
+        return ["Export the models again with `python -m tools.docs explorer`, then rebuild with `make docs`.", [], ""];
+      }
+      if (f.kind === "network") {
+        return ["Check that the server of this site is still running, and reload the page. If that does not "
+          + "help, serve the whole built site:", steps, ""];
+      }
+      return ["The page reads the models from `generated/explorer/` at the root of the built site; serve the "
+        + "whole site:", steps, missing];
+    },
     gridLabel: "attention map of every layer and head",
     mapsHelp: (L, H) => `Each small map is one head (rows: layers 0 to ${L - 1}, columns: heads 0 to ${H - 1}). `
       + "Choose one to see it large.",
@@ -119,20 +168,42 @@
 
   const models = {}; // lang -> Promise of the loaded model
 
+  // Why a model could not be loaded: which file, from which address, and what went wrong.
+  // kind: "file" (a page opened from the file system), "http" (the server answered with an
+  // error status), "network" (the browser's fetch() failed), "damaged" (the file came, but
+  // is not what the header says). The widget turns it into its two-part message.
+  class LoadError extends Error {
+    constructor(kind, url, detail, status) {
+      super(`${url.href}: ${detail}`);
+      this.kind = kind;
+      this.url = url.href;
+      this.file = url.pathname.split("/").pop();
+      this.detail = detail;
+      this.status = status || 0;
+    }
+  }
+
   function load(lang) {
     if (!models[lang]) {
       models[lang] = (async () => {
-        const header = await (await fetchOk(new URL(`${lang}.json`, BASE))).json();
-        const buffer = await (await fetchOk(new URL(header.weights, BASE))).arrayBuffer();
-        if (buffer.byteLength !== header.weights_bytes) {
-          throw new Error(`${header.weights}: ${buffer.byteLength} bytes, expected ${header.weights_bytes}`);
+        let url = new URL(`${lang}.json`, BASE);
+        try {
+          const header = await (await fetchOk(url)).json();
+          url = new URL(header.weights, BASE);
+          const buffer = await (await fetchOk(url)).arrayBuffer();
+          if (buffer.byteLength !== header.weights_bytes) {
+            throw new Error(`${buffer.byteLength} bytes, expected ${header.weights_bytes}`);
+          }
+          const w = {};
+          for (const t of header.tensors) {
+            w[t.name] = decode(buffer, t.offset, t.shape.reduce((a, b) => a * b, 1), header.dtype || "float32");
+          }
+          const stoi = new Map(header.vocab.map((ch, i) => [ch, i]));
+          return { lang, header, config: header.config, vocab: header.vocab, stoi, w, bytes: buffer.byteLength };
+        } catch (err) {
+          // A file that came but does not read (not JSON, too short, an unknown dtype): damaged.
+          throw err instanceof LoadError ? err : new LoadError("damaged", url, String(err.message || err));
         }
-        const w = {};
-        for (const t of header.tensors) {
-          w[t.name] = decode(buffer, t.offset, t.shape.reduce((a, b) => a * b, 1), header.dtype || "float32");
-        }
-        const stoi = new Map(header.vocab.map((ch, i) => [ch, i]));
-        return { lang, header, config: header.config, vocab: header.vocab, stoi, w, bytes: buffer.byteLength };
       })();
       models[lang].catch(() => { delete models[lang]; }); // a later call may try again
     }
@@ -164,9 +235,17 @@
 
   async function fetchOk(url) {
     // Browsers refuse fetch() on file:// (and log an error when asked): do not ask.
-    if (url.protocol === "file:") throw new Error("pages opened from the file system cannot read files");
-    const response = await fetch(url);
-    if (!response.ok) throw new Error(`${url.pathname}: HTTP ${response.status}`);
+    if (url.protocol === "file:") throw new LoadError("file", url, "file://");
+    let response;
+    try {
+      response = await fetch(url);
+    } catch (err) { // no answer at all: the server stopped, a blocked request, ...
+      throw new LoadError("network", url, String(err));
+    }
+    if (!response.ok) {
+      throw new LoadError("http", url, `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}`,
+        response.status);
+    }
     return response;
   }
 
@@ -337,6 +416,11 @@
     return node;
   }
 
+  // "text with `code` in it" -> text and <code> nodes
+  function withCode(text) {
+    return text.split("`").map((part, i) => (i % 2 ? el("code", { text: part }) : part));
+  }
+
   function colors(root) {
     const style = getComputedStyle(root);
     const get = (name, fallback) => (style.getPropertyValue(name) || fallback).trim();
@@ -399,7 +483,7 @@
         autocomplete: "off", autocapitalize: "off", "aria-describedby": `${id}-prompt-help ${id}-notes`,
         oninput: () => this.run() });
       this.reads = el("code", { class: "gx-reads-text" });
-      this.status = el("p", { class: "gx-status", role: "status", "aria-live": "polite" });
+      this.status = el("div", { class: "gx-status", role: "status", "aria-live": "polite" });
       this.notes = el("div", { class: "gx-notes", id: `${id}-notes`, "aria-live": "polite" });
       this.grid = el("div", { class: "gx-grid", role: "group", "aria-label": TEXT.gridLabel });
       this.bigCaption = el("figcaption", { class: "gx-caption" });
@@ -479,8 +563,8 @@
       } catch (err) {
         if (this.lang !== lang) return;
         this.root.dataset.state = "error";
-        this.status.textContent = window.location.protocol === "file:"
-          ? TEXT.fileSystem : TEXT.loadFailed(err.message);
+        this.showFailure(err instanceof LoadError ? err
+          : new LoadError("damaged", new URL(`${lang}.json`, BASE), String(err.message || err)));
         return;
       }
       if (this.lang !== lang) return; // another choice came in meanwhile
@@ -497,6 +581,20 @@
       this.run();
       this.root.dataset.state = "ready";
       if (api.firstRender === null) api.firstRender = performance.now();
+    }
+
+    // The two parts of the message: what failed (the file, its address, the status or the
+    // browser's error) and what to do, with the address of this page on a local server.
+    showFailure(f) {
+      const name = window.location.pathname.split("/").pop() || "index.html";
+      const page = `http://127.0.0.1:8000/${UI_ZH ? "zh/" : ""}${name}`;
+      this.status.textContent = "";
+      const [lead, steps, last] = TEXT.help(f, page);
+      this.status.append(
+        el("p", { class: "gx-why" }, el("strong", { text: TEXT.why }), ...withCode(TEXT.failed(f))),
+        el("div", { class: "gx-todo" }, el("p", {}, el("strong", { text: TEXT.todo }), ...withCode(lead)),
+          ...(steps.length ? [el("ol", {}, ...steps.map((step) => el("li", {}, ...withCode(step))))] : []),
+          ...(last ? [el("p", {}, ...withCode(last))] : [])));
     }
 
     buildGrid() {

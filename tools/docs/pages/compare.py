@@ -5,9 +5,9 @@ against the spread between seeds of one stage."""
 from __future__ import annotations
 
 import math
-import re
 
 from .. import Draw, Job, Page, Run, table
+from ..verse import verse_form
 from . import BUILTIN, CLASSIC, PRESETS, SEEDS, STAGES, classic, preset, train
 
 RUNS = {(stage, data, seed): train(stage, data, seed=seed)
@@ -85,15 +85,7 @@ def rare(page: Page, data: str, few: int = 50, many: int = 500) -> None:
     page.fact("rare.batch_size", defaults.batch_size)
 
 
-def verse_form(text: str) -> dict[str, float]:
-    """How much a text looks like regulated verse: the clauses between punctuation marks
-    (，。？！；), the share of them 5 or 7 characters long, and the share of lines (up to a
-    newline) that end with a full stop or question mark."""
-    clauses = [c for c in re.split(r"[，。？！；\n]", text) if c.strip()]
-    lines = [line for line in text.split("\n") if line.strip()]
-    return {"clauses": len(clauses),
-            "five_or_seven": sum(len(c.strip()) in (5, 7) for c in clauses) / max(1, len(clauses)),
-            "lines_end": sum(line.rstrip()[-1] in "。？！" for line in lines) / max(1, len(lines))}
+FORM = ("clauses", "five_or_seven", "lines_end")  # what the table shows of each
 
 
 def tang_samples(page: Page) -> None:
@@ -103,23 +95,50 @@ def tang_samples(page: Page) -> None:
     from ..store import CLASSIC as FILES
 
     corpus = verse_form((CACHE / "data" / FILES["tang"]).read_text(encoding="utf-8")[:200_000])
-    for key, value in corpus.items():
-        page.fact(f"tang_form.corpus.{key}", value)
+    for key in FORM:
+        page.fact(f"tang_form.corpus.{key}", corpus[key])
     for stage in STAGES:
         texts = []
         for n in (1, 2):  # the stage's first and second seed
             out = page.stored(TANG_SAMPLES[stage, n]).stdout
             texts.append(out[1:] if out.startswith("\n") else out)  # after the prompt, a newline
             page.write(f"tang_{stage}_seed{n}.txt", texts[-1].rstrip("\n"))
-        for key, value in verse_form("\n".join(texts)).items():
-            page.fact(f"tang_form.{stage[:6]}.{key}", value)
+        form = verse_form(*texts)  # counted as on the stage pages (verse.py)
+        for key in FORM:
+            page.fact(f"tang_form.{stage[:6]}.{key}", form[key])
+
+
+# How like its corpus each built-in sample reads: runs of this many characters (within a line)
+# that occur somewhere in the corpus. Three for Chinese: a 汉字 is about a word's worth of
+# text, and four in a row are rare even in the corpus's own sentences.
+SEEN_RUN = {"en": 4, "zh": 3}
+
+
+def sample_facts(page: Page, data: str, samples: dict[str, str]) -> None:
+    """What the page says about the seed-1337 samples of the built-in corpora: for each stage,
+    the share of its runs of SEEN_RUN[data] characters found in the corpus (``seen``); and how
+    many first characters the samples of stages 3 to 5 share (``sample_prefix``): one seed,
+    the same random draws, so models that predict alike pick alike."""
+    from stage5_gpt.data import load_text
+
+    n, corpus = SEEN_RUN[data], load_text(data)
+    grams = {corpus[i:i + n] for i in range(len(corpus) - n + 1)}
+    page.fact(f"{data}.seen_run", n)
+    for stage, text in samples.items():
+        runs = [text[i:i + n] for i in range(len(text) - n + 1) if "\n" not in text[i:i + n]]
+        page.fact(f"{data}.{stage[:6]}.seen", sum(r in grams for r in runs) / max(1, len(runs)))
+    later = [samples[stage].lstrip("\n") for stage in STAGES[1:]]
+    prefix = 0
+    while all(len(t) > prefix for t in later) and len({t[prefix] for t in later}) == 1:
+        prefix += 1
+    page.fact(f"{data}.sample_prefix", prefix)
 
 
 def write(page: Page) -> None:
     tang_samples(page)
     for data in BUILTIN:
         page.draw(rare, data)
-        rows, before = [], None
+        rows, before, samples = [], None, {}
         for stage in STAGES:
             runs = [page.stored(RUNS[stage, data, s]).metrics for s in SEEDS]
             best = [m["best_val_loss"] for m in runs]
@@ -135,7 +154,9 @@ def write(page: Page) -> None:
                          f"{spread:.4f}", "" if gain is None else f"{gain:.4f}",
                          f"{m['val_loss'] - m['train_loss']:.4f}"))
             page.write(f"sample_{data}_{stage}.txt", m["sample"])
+            samples[stage] = m["sample"]
             before = mean
+        sample_facts(page, data, samples)
         page.both(f"table_{data}", table(HEAD, rows, right={1, 2, 3, 4, 5, 6}))
     rows = []
     for data in CLASSIC:

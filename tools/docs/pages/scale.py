@@ -29,29 +29,116 @@ def lecture_params_here() -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+# Words of the Transformer figure, per edition.
+FIGURE_WORDS = {
+    "en": {"titles": ("encoder", "decoder", "GPT (decoder only)"),
+           "source": "source: “the cat sat”", "target": "target so far", "text": "text so far",
+           "embed": "token embedding\n+ position",
+           "sees_all": "self-attention\n(sees all)", "masked": "masked self-attention",
+           "cross": "cross-attention\n(queries: decoder,\nkeys, values: encoder)",
+           "mlp": "MLP", "h": "H: one vector\nper source token", "next": "next token",
+           "none": "no cross-attention", "layers": "× N layers",
+           "key": "⊕  residual addition: x + Sublayer(x)"},
+    "zh": {"titles": ("编码器", "解码器", "GPT（只有解码器）"),
+           "source": "源句子：“the cat sat”", "target": "已写出的目标", "text": "已有的文本",
+           "embed": "词元嵌入\n+ 位置",
+           "sees_all": "自注意力\n（看得到全部）", "masked": "带掩码的自注意力",
+           "cross": "交叉注意力\n（查询来自解码器，\n键和值来自编码器）",
+           "mlp": "MLP", "h": "H：每个源词元\n一个向量", "next": "下一个词元",
+           "none": "没有交叉注意力", "layers": "× N 层",
+           "key": "⊕  残差相加：x + 子层(x)"},
+}
+
+
 def transformer_figure(page: Page, lang: str) -> None:
-    """The encoder-decoder Transformer beside the decoder-only GPT, as boxes."""
+    """The encoder-decoder Transformer beside the decoder-only GPT: each column from its
+    input up, arrows for the data flow, a ⊕ for each residual addition (its skip line
+    going round the sublayer), a dashed frame round one layer, and the arrow that carries
+    the encoder's output H into the decoder's cross-attention. LayerNorm is left out."""
     from stage5_gpt.plots import plt, use_cjk_font
 
     use_cjk_font()
-    w = {"en": ("encoder", "decoder", "GPT (decoder only)", "self-attention\n(sees all)",
-                "masked self-attention", "cross-attention\n(queries: decoder,\nkeys, values: encoder)",
-                "MLP", "source: «the cat sat»", "target so far", "next token", "text so far"),
-         "zh": ("编码器", "解码器", "GPT（只有解码器）", "自注意力\n（看得到全部）", "带掩码的自注意力",
-                "交叉注意力\n（查询来自解码器，\n键和值来自编码器）", "MLP", "源句：«the cat sat»",
-                "已生成的目标", "下一个词元", "已有的文本")}[lang]
-    fig, ax = plt.subplots(figsize=(8, 5.2), dpi=120)
+    w = FIGURE_WORDS[lang]
+    fig, ax = plt.subplots(figsize=(9, 7.6), dpi=120)
+    ax.set_xlim(0, 12)
+    ax.set_ylim(0, 11)
     ax.set_axis_off()
-    box = dict(boxstyle="round,pad=0.4", fc="#e8eaf6", ec="#3f51b5")
-    for x, title in ((0.17, w[0]), (0.5, w[1]), (0.84, w[2])):
-        ax.text(x, 0.97, title, ha="center", fontsize=11, weight="bold")
-    inputs, outputs, plain = "#fff3e0", "#e8f5e9", box["fc"]  # (x, y, words, colour) per box
-    for x, y, i, color in ((0.17, 0.1, 7, inputs), (0.17, 0.42, 3, plain), (0.17, 0.7, 6, plain),
-                           (0.5, 0.1, 8, inputs), (0.5, 0.32, 4, plain), (0.5, 0.56, 5, "#fce4ec"),
-                           (0.5, 0.78, 6, plain), (0.5, 0.91, 9, outputs), (0.84, 0.1, 10, inputs),
-                           (0.84, 0.42, 4, plain), (0.84, 0.7, 6, plain), (0.84, 0.91, 9, outputs)):
-        ax.text(x, y, w[i], ha="center", va="center", fontsize=9, bbox={**box, "fc": color})
-    ax.annotate("", xy=(0.41, 0.56), xytext=(0.24, 0.7), arrowprops=dict(arrowstyle="->", lw=1.5))
+    ink, frame = "#37474f", "#9e9e9e"
+    colour = {"in": "#fff3e0", "out": "#e8f5e9", "part": "#e8eaf6", "cross": "#fce4ec"}
+    rows = {"in": 0.6, "embed": 1.8, "attn": 3.1, "plus1": 4.15, "mid": 5.4, "plus2": 6.65,
+            "mlp": 7.75, "plus3": 8.75, "top": 9.75, "h": 8.2}
+    # (x, skip side, [(row, words or "+", colour)] from the bottom up)
+    columns = [(2.0, -1, [("in", w["source"], "in"), ("embed", w["embed"], "in"),
+                          ("attn", w["sees_all"], "part"), ("plus1", "+", None),
+                          ("mid", w["mlp"], "part"), ("plus2", "+", None),
+                          ("h", w["h"], "out")]),
+               (6.0, 1, [("in", w["target"], "in"), ("embed", w["embed"], "in"),
+                         ("attn", w["masked"], "part"), ("plus1", "+", None),
+                         ("mid", w["cross"], "cross"), ("plus2", "+", None),
+                         ("mlp", w["mlp"], "part"), ("plus3", "+", None),
+                         ("top", w["next"], "out")]),
+               (10.0, 1, [("in", w["text"], "in"), ("embed", w["embed"], "in"),
+                          ("attn", w["masked"], "part"), ("plus1", "+", None),
+                          ("mlp", w["mlp"], "part"), ("plus3", "+", None),
+                          ("top", w["next"], "out")])]
+    for (x, _, _), title in zip(columns, w["titles"], strict=True):
+        ax.text(x, 10.6, title, ha="center", va="center", fontsize=11, weight="bold")
+    drawn = []  # per column: [(row, text artist)]
+    for x, _, items in columns:
+        drawn.append([])
+        for row, words, fill in items:
+            style = (dict(boxstyle="circle,pad=0.12", fc="white", ec=ink) if fill is None else
+                     dict(boxstyle="round,pad=0.4", fc=colour[fill], ec="#3f51b5"))
+            t = ax.text(x, rows[row], words, ha="center", va="center", zorder=3,
+                        fontsize=10 if fill is None else 9, weight="bold" if fill is None else None,
+                        bbox=style)
+            drawn[-1].append((row, t))
+    fig.canvas.draw()
+    to_data = ax.transData.inverted()
+
+    def extent(t):  # (left, bottom, right, top) of a text's box, in data coordinates
+        (x0, y0), (x1, y1) = to_data.transform(t.get_bbox_patch().get_window_extent())
+        return x0, y0, x1, y1
+
+    def arrow(start, end):
+        ax.annotate("", xy=end, xytext=start, zorder=2,
+                    arrowprops=dict(arrowstyle="-|>", color=ink, lw=1.2, shrinkA=0, shrinkB=0,
+                                    mutation_scale=10))
+
+    for (x, side, _), items in zip(columns, drawn, strict=True):
+        boxes = [extent(t) for _, t in items]
+        half = max(max(b[2] - x, x - b[0]) for (row, _), b in zip(items, boxes, strict=True)
+                   if row in ("attn", "mid", "mlp"))
+        skip_x = x + side * (half + 0.3)
+        for lower, upper in zip(boxes, boxes[1:], strict=False):
+            arrow((x, lower[3]), (x, upper[1]))
+        for i, (_, t) in enumerate(items):
+            if t.get_text() != "+":
+                continue
+            below, part, plus = boxes[i - 2], boxes[i - 1], boxes[i]
+            branch = (below[3] + part[1]) / 2  # the stream splits before the sublayer ...
+            ax.plot([x, skip_x, skip_x], [branch, branch, (plus[1] + plus[3]) / 2],
+                    color=ink, lw=1.2, zorder=1)
+            ax.plot([x], [branch], "o", color=ink, ms=3, zorder=2)
+            arrow((skip_x, (plus[1] + plus[3]) / 2),  # ... and is added back after it
+                  (plus[2] if side > 0 else plus[0], (plus[1] + plus[3]) / 2))
+        # one layer: from the first split to the last addition, repeated N times
+        first_part, last_plus = boxes[2], [b for (r, _), b in zip(items, boxes, strict=True) if "plus" in r][-1]
+        bottom = (boxes[1][3] + (boxes[1][3] + first_part[1]) / 2) / 2
+        left, right = sorted((x - side * (half + 0.25), skip_x + side * 0.25))
+        top = last_plus[3] + 0.25
+        ax.add_patch(plt.Rectangle((left, bottom), right - left, top - bottom, fill=False,
+                                   ls="--", lw=1, ec=frame, zorder=0))
+        ax.text(right if side > 0 else left, top + 0.05, w["layers"], ha="right" if side > 0
+                else "left", va="bottom", fontsize=8, color="#616161")
+    ax.text(columns[2][0], rows["mid"], w["none"], ha="center", va="center", fontsize=8,
+            color="#757575", style="italic", zorder=3,  # an empty slot the stream runs through
+            bbox=dict(boxstyle="round,pad=0.4", fc="white", ec="#bdbdbd", ls="--"))
+    h, cross = extent(drawn[0][-1][1]), extent(drawn[1][4][1])
+    ax.annotate("", xy=(cross[0], (cross[1] + cross[3]) / 2), xytext=(h[2], (h[1] + h[3]) / 2),
+                zorder=2, arrowprops=dict(arrowstyle="-|>", color="#c2185b", lw=2,
+                                          shrinkA=0, shrinkB=0, mutation_scale=14))
+    ax.text(0.1, 0.05, w["key"], ha="left", va="bottom", fontsize=8, color="#616161")
     fig.savefig(page.dir / f"transformer{'' if lang == 'en' else '_zh'}.png", bbox_inches="tight")
     plt.close(fig)
 

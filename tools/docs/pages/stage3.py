@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from .. import Draw, Job, Page, Run, table
+from ..verse import verse_form
 from . import ZH_LABELS, classic, train
 from .stage2 import training
 
@@ -372,21 +373,15 @@ def runs_table(page: Page) -> None:
 
 
 def verse(page: Page) -> None:
-    """What the Tang poems' run learned of the form: the clauses between punctuation marks
-    in its sample after training (the poems' are 5 or 7 characters), and the marks in its
-    sample before training."""
-    import re
-
+    """What the Tang poems' run learned of the form: the marks in its samples before and
+    after training, and the clauses after it (counted as on every page: verse.py)."""
     out = page.stored(RUNS["tang"]).stdout
     before = out.split("sample before training:\n")[1].split("\nstep ")[0]
-    after = out.split("sample after training:\n")[1].split("\ncheckpoint:")[0]
-    clauses = [len(c.strip()) for c in re.split(r"[，。？！；\n]", after) if c.strip()]
-    page.fact("tang.sample.marks_before", len(re.findall(r"[，。？！；]", before)))
-    page.fact("tang.sample.marks_after", len(re.findall(r"[，。？！；]", after)))
-    page.fact("tang.sample.clauses", len(clauses))
-    page.fact("tang.sample.mean_clause", sum(clauses) / len(clauses))
-    page.fact("tang.sample.five_or_seven", sum(n in (5, 7) for n in clauses) / len(clauses))
-    page.fact("tang.sample.five_to_seven", sum(5 <= n <= 7 for n in clauses) / len(clauses))
+    after = verse_form(out.split("sample after training:\n")[1].split("\ncheckpoint:")[0])
+    page.fact("tang.sample.marks_before", verse_form(before)["marks"])
+    page.fact("tang.sample.marks_after", after["marks"])
+    for key in ("clauses", "mean_clause", "five_or_seven", "five_to_seven"):
+        page.fact(f"tang.sample.{key}", after[key])
 
 
 def write(page: Page) -> None:

@@ -4,9 +4,9 @@ variants, and what each part buys (a part taken out, against the spread of seeds
 from __future__ import annotations
 
 import math
-import re
 
 from .. import Draw, Job, Page, table
+from ..verse import verse_form
 from . import SEEDS, ZH_LABELS, classic, train
 from .stage2 import training
 
@@ -57,17 +57,6 @@ def unigram(data: str) -> float:
     return sum(-math.log((counts[t] + 1) / (n + V)) for t in corpus.val.tolist()) / len(corpus.val)
 
 
-def verse_form(sample: str) -> dict[str, float]:
-    """The form of a Tang sample: its titles (lines without punctuation, the cut-off last line
-    left out), its clauses (the characters before each mark ，。？！；) and the share of them
-    five or seven characters long, as every line of the corpus is (tang.py keeps those)."""
-    lines = [line for line in sample.split("\n") if line.strip()][:-1]
-    clauses = [c for line in lines for c in re.findall(r"([^，。？！；]+)[，。？！；]", line)]
-    return {"titles": sum(not re.search("[，。？！；]", line) for line in lines),
-            "clauses": len(clauses),
-            "five_or_seven": sum(len(c) in (5, 7) for c in clauses) / max(1, len(clauses))}
-
-
 def write(page: Page) -> None:
     training(page, STAGE, RUNS)
     for data, run in RUNS.items():  # perplexity e^loss beside each best loss, and stage 3's
@@ -76,8 +65,9 @@ def write(page: Page) -> None:
         page.fact(f"{data}.best_val_ppl", math.exp(m["best_val_loss"]))
         page.fact(f"stage3.{data}.best_val_ppl",
                   math.exp(page.stored(STAGE3[data]).metrics["best_val_loss"]))
-    for key, value in verse_form(page.stored(RUNS["tang"]).metrics["sample"]).items():
-        page.fact(f"tang.form.{key}", value)
+    form = verse_form(page.stored(RUNS["tang"]).metrics["sample"])
+    for key in ("titles", "clauses", "five_or_seven"):
+        page.fact(f"tang.form.{key}", form[key])
     page.fact("unigram.en", unigram("en"))
     for data in ("en", "zh"):
         page.draw(attention, data, None, "")

@@ -9,6 +9,7 @@ import re
 from collections import Counter
 
 from .. import Draw, Job, Page, Run, table
+from ..verse import verse_form
 from . import CLASSIC, ZH_LABELS, classic, preset, train
 from .stage2 import numbers, training
 
@@ -29,10 +30,10 @@ STAGE4 = {d: classic("stage4_block", d) for d in ("en", "zh", *CLASSIC)}  # stag
 # the perplexities the page sets beside stage 5's (the same runs as the stage 4 page's)
 LENS_ZH = {"i": "位置 i", "j": "位置 j", "cos": "cos(wpe[i], wpe[j])；颜色截在 ±{lim:.2f}",
            "cosine": "余弦相似度", "distance": "距离 |i - j|", "mean": "平均余弦相似度",
-           "by_distance": "按距离平均的相似度", "positions": "学到的位置嵌入（block_size={T}）",
+           "by_distance": "按距离平均的相似度", "positions": "{stage}：学到的位置嵌入（block_size={T}）",
            "x0": "x₀ 嵌入", "after": "x{n} 第 {layer} 层之后", "output": "（输出）",
            "input": "输入的字符", "next": "实际的下一个字符", "p": "p(实际的下一个字符)",
-           "lens": "预测如何一层层变得清楚\n（格中：最可能的猜测，猜对为粗体）"}
+           "lens": "{stage}：预测如何一层层变得清楚\n（格中：最可能的猜测，猜对为粗体）"}
 
 
 def figures(page: Page, data: str) -> None:
@@ -55,7 +56,8 @@ def figures(page: Page, data: str) -> None:
         attention_figure(model, tok, prompt, page.dir / f"attention_{data}{tag}.png", labels)
         for path in attention_layer_figures(model, tok, prompt, page.dir / "tmp", labels):
             path.rename(page.dir / f"{data}_{path.stem}{tag}.png")
-        lens.position_similarity_figure(model, page.dir / f"positions_{data}{tag}.png", lens_labels)
+        lens.position_similarity_figure(model, page.dir / f"positions_{data}{tag}.png",
+                                        lens_labels)
         lens.layer_predictions_figure(model, tok, shown, page.dir / f"lens_{data}{tag}.png",
                                       lens_labels)
     (page.dir / "tmp").rmdir()
@@ -66,6 +68,8 @@ def figures(page: Page, data: str) -> None:
     page.fact(f"{data}.position_negative", sum(v < 0 for v in near))
     right = lens.logit_lens(model, tok, shown)["right"]
     page.fact(f"{data}.lens_right", right.sum(dim=1).tolist())
+    for row, n in enumerate(right.sum(dim=1).tolist()):  # one by one: each edition's prose
+        page.fact(f"{data}.lens_right_{row}", n)  # lists them with its own separator
     page.fact(f"{data}.lens_of", len(shown) - 1)
     page.fact(f"{data}.lens_lines", LENS_LINES)
     page.fact(f"{data}.lens_wrong", " ".join(
@@ -180,18 +184,6 @@ def moved(page: Page, data: str) -> None:
     assert page.facts[f"untied_{data}.cos_start_once"] > 0.2, "not the runs' starting wte"
 
 
-def verse(text: str) -> dict[str, int]:
-    """A Tang sample's lines, counted: verse lines (with a comma or full stop) split into
-    clauses at the punctuation, by length; lines without punctuation (titles, mostly). The
-    last line is left out: the sample may stop in the middle of it."""
-    lines = [line.strip() for line in text.strip().split("\n")][:-1]
-    clauses = [c for line in lines if re.search("[，。？！；]", line)
-               for c in re.split("[，。？！；]", line) if c]
-    return {"clauses": len(clauses), "five": sum(len(c) == 5 for c in clauses),
-            "seven": sum(len(c) == 7 for c in clauses),
-            "titles": sum(1 for line in lines if line and not re.search("[，。？！；：]", line))}
-
-
 def places(xy, width: float = 0.045, height: float = 0.05) -> list[tuple[float, float]]:
     """Where to write each point's label, in order: on the point, or if a label written
     before is there, the nearest spot around that covers neither a label nor another
@@ -299,6 +291,9 @@ def write(page: Page) -> None:
     gpt2(page)
     for data, run in UNTIED.items():  # what tying does: the same run with its own head
         numbers(page, f"untied_{data}", page.stored(run))
+        tied, untied = (page.stored(r).metrics["params"] for r in (RUNS[data], run))
+        page.fact(f"untied_{data}.extra", untied - tied)  # the output layer's own (V, C) matrix
+        page.fact(f"untied_{data}.extra_share", (untied - tied) / untied)  # of the untied model
     for name, run in {**RUNS, **CLASSIC_RUNS, **{f"untied_{d}": r for d, r in UNTIED.items()},
                       **{f"stage4_{d}": r for d, r in STAGE4.items()}}.items():
         page.fact(f"{name}.ppl", math.exp(page.stored(run).metrics["best_val_loss"]))
@@ -306,8 +301,9 @@ def write(page: Page) -> None:
     tang = page.stored(CLASSIC_RUNS["tang"]).stdout  # the sample after training
     tang = tang.split("sample after training:\n", 1)[1].split("\ncheckpoint:", 1)[0]
     for name, text in (("tang", tang), ("tang_2min", page.stored(SAMPLES["tang-2min"]).stdout)):
-        for key, n in verse(text).items():
-            page.fact(f"{name}.sample_{key}", n)
+        form = verse_form(text)  # counted as on every page (verse.py)
+        for key in ("clauses", "five", "seven", "titles"):
+            page.fact(f"{name}.sample_{key}", form[key])
 
 
 JOBS = [Job("stage5", write, runs=(*RUNS.values(), *CLASSIC_RUNS.values(), *PRESETS.values(),
