@@ -154,12 +154,12 @@ def write(page: Page) -> None:
            for n in ("shakespeare-2min", "tang-2min")]
     page.fact("two_min.same_seconds", two[0] == two[1])
     page.both("two_min_time", {  # the home page's sentence: "each" when the times are equal
-        "en": ("The two-minute presets of the [last page](scale.md#bigger-runs), on Tiny "
-               "Shakespeare and the Tang poems (downloaded once), "
+        "en": ("The two-minute presets of [Scale up and go further](scale.md#bigger-runs), on "
+               "Tiny Shakespeare and the Tang poems (downloaded once), "
                + (f"take {two[0]} seconds each" if two[0] == two[1] else
                   f"take {two[0]} and {two[1]} seconds") + " on both cores."),
-        "zh": ("[最后一页](scale.md#bigger-runs)的两分钟预设在 Tiny Shakespeare 和唐诗上"
-               "（第一次运行时下载）用两个核，"
+        "zh": ("[《扩大规模，继续深入》](scale.md#bigger-runs)一页的两分钟预设在 Tiny Shakespeare "
+               "和唐诗上（第一次运行时下载）用两个核，"
                + (f"各用了 {two[0]} 秒。" if two[0] == two[1] else
                   f"分别用了 {two[0]} 秒和 {two[1]} 秒。"))})
     short = page.stored(PRESETS["shakespeare-2min"]).metrics
