@@ -309,6 +309,9 @@ async () => {
     .filter((img) => { const a = img.closest("a"); return !a || a.href !== img.src; })
     .map((img) => img.src);
   const figureLinks = Array.from(article.querySelectorAll("a.figure-link")).map((a) => a.href);
+  // The phone's hint under a figure ("scroll sideways ...") is not shown at this width.
+  const figureHints = Array.from(article.querySelectorAll("a.figure-link"))
+    .map((a) => getComputedStyle(a, "::after").content).filter((c) => !["none", "normal"].includes(c));
   // Display formulas: inside the column; wider ones scroll in their own block.
   const formulas = Array.from(article.querySelectorAll("div.arithmatex"));
   const formulaProblems = formulas.map((d) => {
@@ -338,7 +341,7 @@ async () => {
     };
   });
   return {
-    wideTables, unlinked, figureLinks, formulas: formulas.length, formulaProblems, stageDiffBoxes,
+    wideTables, unlinked, figureLinks, figureHints, formulas: formulas.length, formulaProblems, stageDiffBoxes,
     pageWidth: document.documentElement.scrollWidth,
     title: document.title,
     math: article.querySelectorAll(".arithmatex").length,
@@ -637,7 +640,15 @@ PHONE_JS = """
     const a = r.getBoundingClientRect(), b = k.getBoundingClientRect();
     if (a.height && b.height && a.top > b.bottom - 2) markStarts.push(k.textContent.slice(0, 30));
   }
-  return { width, pageWidth: document.documentElement.scrollWidth, formulas, tables, markStarts };
+  // Figures keep 600 px and scroll in their box; a hint under each says so, in the page's language.
+  const figures = Array.from(article.querySelectorAll("a.figure-link")).map((a) => {
+    const hint = getComputedStyle(a, "::after");
+    return { src: (a.querySelector("img") || {}).src, hint: hint.content,
+             scrolls: a.scrollWidth > a.clientWidth + 1, shown: hint.display !== "none",
+             visible: a.getClientRects().length > 0 };  // not in a closed tab or box
+  });
+  return { width, pageWidth: document.documentElement.scrollWidth, formulas, tables, markStarts,
+           figures, lang: document.documentElement.lang };
 }
 """
 
@@ -667,6 +678,22 @@ def test_phone_tables_keep_their_numbers_in_reach(phone_reports):
         # A table that scrolls keeps its first column (the row's name) in view.
         loose = [t["head"] for t in r["tables"] if not t["fits"] and not t["sticky"]]
         assert not loose, f"{md}: scrolling tables without a sticky first column: {loose}"
+
+
+def test_phone_figures_scroll_with_a_hint_in_the_pages_language(phone_reports, page_reports):
+    """A figure wider than a 390 px screen scrolls in its box, with a line under it saying so
+    (in Chinese on the Chinese edition); at 1280 px the figure fits and no hint shows."""
+    seen = 0
+    for md, r in phone_reports.items():
+        want = "左右滑动" if r["lang"].startswith("zh") else "scroll sideways"
+        bad = [f["src"] for f in r["figures"] if not (f["shown"] and want in f["hint"])]
+        assert not bad, f"{md} ({r['lang']}): figures without the hint at 390 px: {bad}"
+        still = [f["src"] for f in r["figures"] if f["visible"] and not f["scrolls"]]
+        assert not still, f"{md}: figures that do not scroll in their box at 390 px: {still}"
+        seen += sum(f["visible"] for f in r["figures"])
+    assert seen, "no figure in view on the phone"
+    shown = {md: r["figureHints"] for md, r in page_reports.items() if r["figureHints"]}
+    assert not shown, f"the phone's figure hint shows at 1280 px: {shown}"
 
 
 def test_phone_page_never_scrolls_sideways(phone_reports):

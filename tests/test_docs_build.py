@@ -318,7 +318,7 @@ def test_hook_links_hunks_to_the_section_that_explains_them(tmp_path):
             'href="#the-head-step-by-step" title="Permanent link">&para;</a></h2>\n')
     assert hook.resolve_links(top + head + html) == top + head + (
         '<p class="stage-diff-explained">Explained in: <a class="stage-diff-link" '
-        'href="#the-head-step-by-step" title="stage2_b/model.py:head">The `head`, step by step</a></p>')
+        'href="#the-head-step-by-step" title="stage2_b/model.py:head">The <code>head</code>, step by step</a></p>')
     assert hook.resolve_links(top + html) == top  # no such heading: no link, no paragraph
     # The Chinese edition keeps its own words.
     zh = hook.replace_markers(page, tmp_path, lang="zh")

@@ -170,13 +170,17 @@ def _key(text: str) -> str:
     """A heading's text reduced to letters and digits: Markdown and HTML compare equal."""
     return re.sub(r"[\W_]+", "", re.sub(r"<[^>]+>", "", html.unescape(text))).lower()
 
+def _code_spans(text: str) -> str:
+    """A heading's Markdown code spans (`backward()`) as HTML code, as the heading shows them."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+
 def resolve_links(content: str, lang: str = "en") -> str:
     """Point the placeholder links at their headings' ids; drop a paragraph left without a link."""
     headings = re.findall(r'<h[1-6][^>]*\bid="([^"]+)"[^>]*>(.*?)</h[1-6]>', content, re.DOTALL)
     ids = {_key(title): id_ for id_, title in reversed(headings)}  # the first of a title wins
     def paragraph(p: re.Match) -> str:
         links = [f'<a class="stage-diff-link" href="#{ids[_key(h)]}" title="{key}">'
-                 f"{html.escape(html.unescape(h))}</a>"
+                 f"{_code_spans(html.escape(html.unescape(h)))}</a>"
                  for key, h in LINK_RE.findall(p[2]) if _key(h) in ids]
         sep = WORDS["sep"][lang.startswith("zh")]
         return f'<p class="stage-diff-explained">{p[1]}{sep.join(links)}</p>' if links else ""

@@ -136,6 +136,8 @@ def sample_facts(page: Page, data: str, samples: dict[str, str]) -> None:
 
 def write(page: Page) -> None:
     tang_samples(page)
+    page.fact("drop01.ratio", math.exp(-0.1))  # perplexity ratio for a loss 0.1 lower
+    page.fact("drop01.cut", 1 - math.exp(-0.1))  # the share of perplexity that drop removes
     for data in BUILTIN:
         page.draw(rare, data)
         rows, before, samples = [], None, {}
