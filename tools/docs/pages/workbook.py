@@ -12,8 +12,8 @@ BOX = {"en": ('!!! example "Your turn: write the heart of stage {n} yourself"\n\
               "the stage's own tests grade them, exercise by exercise ([how](workbook.md)):\n\n"
               "    ```bash\n    make workbook STAGE={n}\n    make grade STAGE={n}\n    ```\n\n"),
        "zh": ('!!! example "轮到你了：亲手写出第{zh}步的核心"\n\n'
-              "    复制一份这一步的代码，把下面这些部分挖空，由你来补上，再让这一步自己的测试逐个"
-              "练习地打分（[具体做法](workbook.md)）：\n\n"
+              "    把本步代码复制一份，挖掉下面几处由你补全，再用本步自带的测试逐题评分"
+              "（[具体做法](workbook.md)）：\n\n"
               "    ```bash\n    make workbook STAGE={n}\n    make grade STAGE={n}\n    ```\n\n")}
 
 
