@@ -173,6 +173,8 @@ def write(page: Page) -> None:
             page.fact(f"{key}.best", m["best_val_loss"])
             page.fact(f"{key}.ppl", math.exp(m["best_val_loss"]))
             page.fact(f"{key}.seconds", m["train_seconds"])
+    # the last evaluation was the best in every row: the loss was still falling at the end
+    page.fact("classic.final_is_best", all(row[3] == row[5] for row in rows))
     page.both("table_classic", table(
         {"en": ["corpus", "stage", "parameters", "best val", "perplexity", "final val", "time (s)"],
          "zh": ["语料", "阶段", "参数量", "最低验证损失", "困惑度", "最后的验证损失", "时间（秒）"]},
